@@ -14,7 +14,7 @@ pub struct ToolResult {
     details: Details,
 }
 
-/// Wire form of a [`ToolResult`], used for its JSON and JSON Schema.
+/// The result of one managed evidence tool call: `text` is exactly the JSON of `details`.
 #[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename = "ToolResult")]
 struct Wire {
