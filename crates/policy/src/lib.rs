@@ -1,3 +1,33 @@
-//! Trusted policy, the signed per-request envelope, model argument types and locking before any network
-//!
-//! This crate is being built; its public API arrives with its issue. It exports nothing yet.
+#![doc = include_str!("../README.md")]
+
+mod args;
+mod delivery;
+mod envelope;
+mod error;
+mod ids;
+mod lock;
+mod policy;
+mod promql;
+
+pub use args::{
+    ClinicArgs, ClinicQuery, InstanceRef, MAX_EXPR_BYTES, MAX_INSTANCE_REF_BYTES, MAX_STEP_SECONDS,
+    MAX_UNIT_CHARS, ManusArgs, Step, Unit, WetechArgs, args_schema,
+};
+pub use delivery::{
+    CanaryPolicy, RUNTIME_CONTEXT_ENV, load_runtime_policy, read_envelope_file,
+    read_runtime_envelope,
+};
+pub use envelope::{
+    ENVELOPE_VERSION, KeyRing, MAX_ENVELOPE_BYTES, MIN_KEY_BYTES, PolicySigner, SignedPolicy,
+    verify,
+};
+pub use error::PolicyError;
+pub use ids::{KeyId, PolicyId, TicketKey};
+pub use lock::{
+    LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue, lock,
+};
+pub use policy::{
+    CLOCK_SKEW, ClusterScope, ClusterTier, Limits, MAX_BATCH, MAX_LOOKBACK, MAX_POINTS_PER_SERIES,
+    ManusTarget, TimeWindow, TrustedPolicy,
+};
+pub use promql::{STALENESS_LOOKBACK, bind_label};

@@ -1,0 +1,119 @@
+use evidence_result::{Correction, Digest, ErrorCode, Failure, FailureClass, PackageId, Provider};
+use jiff::Timestamp;
+use thiserror::Error;
+
+/// Everything that can go wrong with trusted policy: reading, verifying, signing and
+/// binding labels. None of these is correctable by the model, except the PromQL errors of
+/// [`crate::bind_label`], which concern a model-authored expression.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The envelope is not the expected JSON shape, or a field is not well-formed.
+    #[error("malformed policy envelope: {0}")]
+    MalformedEnvelope(String),
+    /// The envelope's format version is not supported.
+    #[error("unsupported policy envelope version {0}")]
+    UnsupportedVersion(u32),
+    /// The envelope names a key id that the key ring does not hold.
+    #[error("unknown policy key id {0:?}")]
+    UnknownKey(String),
+    /// The envelope's MAC does not verify under the named key.
+    #[error("policy envelope signature does not verify")]
+    BadSignature,
+    /// The envelope is bound to another package digest.
+    #[error("policy envelope is bound to package digest {found}, expected {expected}")]
+    DigestMismatch {
+        /// The digest of the running package.
+        expected: Digest,
+        /// The digest the envelope is bound to.
+        found: Digest,
+    },
+    /// The policy is for another package.
+    #[error("trusted policy is for package {found}, expected {expected}")]
+    PackageMismatch {
+        /// The running package.
+        expected: PackageId,
+        /// The package named by the policy.
+        found: PackageId,
+    },
+    /// The policy is for another provider.
+    #[error("trusted policy is for provider {found}, expected {expected}")]
+    ProviderMismatch {
+        /// The provider of the running package.
+        expected: Provider,
+        /// The provider named by the policy.
+        found: Provider,
+    },
+    /// The policy was issued in the future (beyond the allowed clock skew).
+    #[error("trusted policy is not valid before {issued_at}")]
+    NotYetValid {
+        /// When the policy was issued.
+        issued_at: Timestamp,
+    },
+    /// The policy has expired.
+    #[error("trusted policy expired at {expires_at}")]
+    Expired {
+        /// When the policy expired.
+        expires_at: Timestamp,
+    },
+    /// The policy breaks one of its consistency rules (tier, target, limits, window).
+    #[error("invalid trusted policy: {0}")]
+    InvalidPolicy(String),
+    /// A key or key ring is malformed. The message never holds key material.
+    #[error("invalid policy key: {0}")]
+    InvalidKey(String),
+    /// The trusted runtime context could not be read.
+    #[error("trusted runtime context: {0}")]
+    RuntimeContext(String),
+    /// The policy could not be encoded.
+    #[error("cannot encode trusted policy: {0}")]
+    Encode(String),
+    /// A PromQL expression does not parse or cannot be bound.
+    #[error("promql parse error: {0}")]
+    Promql(String),
+    /// A selector already carries another matcher on a label that must be bound.
+    #[error("a selector already has a different matcher on label {label:?}: {matcher}")]
+    LabelConflict {
+        /// The bound label.
+        label: String,
+        /// The conflicting matcher as written.
+        matcher: String,
+    },
+    /// A label name or value cannot be bound.
+    #[error("invalid label binding: {0}")]
+    InvalidLabel(String),
+}
+
+impl PolicyError {
+    /// The failure a tool reports for this error.
+    ///
+    /// Policy verification and delivery errors are `internal` (the model cannot fix
+    /// them and must not retry); a label conflict is a `policy_violation`
+    /// (`scope_violation`); a PromQL error is `invalid_argument` (`promql_parse_error`).
+    pub fn to_failure(&self) -> Failure {
+        match self {
+            PolicyError::LabelConflict { label, .. } => Failure::new(
+                ErrorCode::scope_violation(),
+                FailureClass::PolicyViolation,
+                self.to_string(),
+            )
+            .with_correction(Correction::for_class(
+                FailureClass::PolicyViolation,
+                Some(&format!(
+                    "The platform binds the {label:?} label; remove every matcher on it."
+                )),
+                Correction::default_keep(),
+            )),
+            PolicyError::Promql(_) => Failure::new(
+                ErrorCode::promql_parse_error(),
+                FailureClass::InvalidArgument,
+                self.to_string(),
+            ),
+            _ => Failure::new(
+                crate::lock::Code::TrustedPolicyRejected.error_code(),
+                FailureClass::Internal,
+                self.to_string(),
+            ),
+        }
+    }
+}
