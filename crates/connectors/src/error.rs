@@ -1,0 +1,69 @@
+use thiserror::Error;
+
+/// Everything that can go wrong in a connector before a provider answer becomes a
+/// result. Every variant maps to a structured failure (see `ResponseMapper::failure`).
+#[derive(Debug, Error)]
+pub enum ConnectorError {
+    /// The provider did not answer within the time limit.
+    #[error("the provider did not answer in time: {0}")]
+    Timeout(String),
+    /// The provider could not be reached or dropped the connection (refused, reset,
+    /// killed mid-answer).
+    #[error("the provider is unreachable: {0}")]
+    Unreachable(String),
+    /// The response body is larger than the cap. The answer is refused, never truncated.
+    #[error(
+        "the response is larger than the {limit}-byte limit: narrow the query (fewer series, \
+         for example with sum by (...) or topk, or a larger step) and run it again"
+    )]
+    BodyTooLarge {
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// The body is not JSON.
+    #[error("the response body is not JSON: {0}")]
+    NotJson(String),
+    /// The body is JSON but not a Prometheus `query_range` answer.
+    #[error("the response is not a prometheus query_range answer: {0}")]
+    InvalidResponse(String),
+    /// A label sanitizer refused or failed.
+    #[error("cannot sanitize labels: {0}")]
+    Sanitize(String),
+    /// The request could not be built.
+    #[error("cannot build the request: {0}")]
+    Request(String),
+}
+
+impl ConnectorError {
+    /// Classifies a reqwest error. The URL's query string and user info are left out of
+    /// the message, so credentials passed as query parameters never reach it.
+    pub(crate) fn from_reqwest(err: reqwest::Error) -> Self {
+        let url = err.url().map(|u| {
+            let mut u = u.clone();
+            u.set_query(None);
+            u.set_fragment(None);
+            let _ = u.set_password(None);
+            let _ = u.set_username("");
+            u.to_string()
+        });
+        let timeout = err.is_timeout();
+        let err = err.without_url();
+        let mut message = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        if let Some(url) = url {
+            message = format!("{message} ({url})");
+        }
+        if timeout {
+            ConnectorError::Timeout(message)
+        } else if err.is_builder() {
+            ConnectorError::Request(message)
+        } else {
+            ConnectorError::Unreachable(message)
+        }
+    }
+}

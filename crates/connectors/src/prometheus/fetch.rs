@@ -1,0 +1,189 @@
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use evidence_result::Digest;
+use futures::StreamExt as _;
+use reqwest::header::CONTENT_TYPE;
+
+use crate::ConnectorError;
+
+/// The default cap on a provider response body: 16 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
+/// The default time limit for one provider call: 30 s.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Limits of one provider call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// The largest body accepted, in bytes. A larger body is an error, never truncated.
+    pub max_body_bytes: usize,
+    /// The time limit for sending the request and reading the whole body.
+    pub timeout: Duration,
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        ResponseLimits {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+}
+
+/// A provider answer as it arrived: status, content type and the complete raw body.
+///
+/// Built by [`fetch`] and [`read_capped`], or directly by a connector that obtained the
+/// answer another way (for example from a browser page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// The `Content-Type` header, when there was one.
+    pub content_type: Option<String>,
+    /// The complete body.
+    pub body: Bytes,
+}
+
+impl RawResponse {
+    /// A raw response from its parts.
+    pub fn new(status: u16, content_type: Option<String>, body: impl Into<Bytes>) -> Self {
+        RawResponse {
+            status,
+            content_type,
+            body: body.into(),
+        }
+    }
+
+    /// SHA-256 of the raw body.
+    pub fn body_digest(&self) -> Digest {
+        Digest::sha256(&self.body)
+    }
+
+    /// True for a 2xx status.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Sends `request` and reads the answer with [`read_capped`], all within
+/// `limits.timeout`.
+///
+/// Errors: [`ConnectorError::Timeout`] when the limit passes (or reqwest's own timeout
+/// fires), [`ConnectorError::Unreachable`] for connection failures (refused, reset, the
+/// server killed mid-answer), [`ConnectorError::BodyTooLarge`] over the cap.
+pub async fn fetch(
+    request: reqwest::RequestBuilder,
+    limits: &ResponseLimits,
+) -> Result<RawResponse, ConnectorError> {
+    let call = async {
+        let response = request.send().await.map_err(ConnectorError::from_reqwest)?;
+        read_capped(response, limits.max_body_bytes).await
+    };
+    match tokio::time::timeout(limits.timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(ConnectorError::Timeout(format!(
+            "no complete answer within {} ms",
+            limits.timeout.as_millis()
+        ))),
+    }
+}
+
+/// Reads a response body as a stream, refusing it as soon as it exceeds
+/// `max_body_bytes` (also up front when `Content-Length` already says so). The answer
+/// is complete or an error; it is never truncated.
+pub async fn read_capped(
+    response: reqwest::Response,
+    max_body_bytes: usize,
+) -> Result<RawResponse, ConnectorError> {
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let declared = response.content_length();
+    if declared.is_some_and(|len| len > max_body_bytes as u64) {
+        return Err(ConnectorError::BodyTooLarge {
+            limit: max_body_bytes,
+        });
+    }
+    let initial = declared.map_or(64 * 1024, |len| len as usize);
+    let mut body = BytesMut::with_capacity(initial.min(max_body_bytes));
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(ConnectorError::from_reqwest)?;
+        if body.len() + chunk.len() > max_body_bytes {
+            return Err(ConnectorError::BodyTooLarge {
+                limit: max_body_bytes,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(RawResponse {
+        status,
+        content_type,
+        body: body.freeze(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn streamed(chunks: Vec<Vec<u8>>) -> reqwest::Response {
+        let stream = futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, std::io::Error>(Bytes::from(c))),
+        );
+        let body = reqwest::Body::wrap_stream(stream);
+        http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(body)
+            .map(reqwest::Response::from)
+            .unwrap()
+    }
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// A body over the cap is always an error and never a shortened answer; a body
+        /// within the cap always arrives complete.
+        #[test]
+        fn cap_refuses_never_truncates(
+            chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..12),
+            cap in 0usize..2000,
+        ) {
+            let total: Vec<u8> = chunks.concat();
+            let result = run(read_capped(streamed(chunks), cap));
+            if total.len() > cap {
+                let is_too_large = matches!(result, Err(ConnectorError::BodyTooLarge { limit }) if limit == cap);
+                prop_assert!(is_too_large);
+            } else {
+                let raw = result.unwrap();
+                prop_assert_eq!(&raw.body[..], &total[..]);
+                prop_assert_eq!(raw.content_type.as_deref(), Some("application/json"));
+            }
+        }
+    }
+
+    #[test]
+    fn declared_length_over_cap_is_refused_before_reading() {
+        let response = http::Response::builder()
+            .status(200)
+            .body(reqwest::Body::from(vec![b'x'; 100]))
+            .map(reqwest::Response::from)
+            .unwrap();
+        let err = run(read_capped(response, 99)).unwrap_err();
+        assert!(err.to_string().contains("narrow the query"), "{err}");
+    }
+}

@@ -1,0 +1,449 @@
+//! From a provider answer (or a transport error) to evidence or a structured failure
+//! that keeps the provider's words.
+
+use evidence_result::{Correction, Digest, ErrorCode, Evidence, Failure, FailureClass, Provider};
+
+use super::compact::{Compaction, LabelSanitizer};
+use super::fetch::RawResponse;
+use super::parse::{ResponseStatus, SeriesDigest, parse_with};
+use super::redact::Redactor;
+use crate::ConnectorError;
+
+/// How much of a body that is not a Prometheus envelope goes into `detail_error`.
+const EXCERPT_BYTES: usize = 4096;
+
+/// Maps provider answers and connector errors of one package to evidence or to a
+/// [`Failure`] with the provider's status, `errorType`, complete credential-redacted
+/// text, body digest and a correction.
+///
+/// | answer | class | code |
+/// | --- | --- | --- |
+/// | 2xx `success` matrix | evidence (`no_data` for zero series) | |
+/// | 400 (`bad_data`), 422 (`execution`) | `query_rejected`, same-turn correction | `<origin>_http_400`, `<origin>_http_422` |
+/// | 401 | `authentication` (stop the turn) | `<origin>_http_401` |
+/// | 403 | `authorization` (stop the turn) | `<origin>_http_403` |
+/// | 503 `timeout`, 408, 504 | `timeout` | `<origin>_http_<status>` |
+/// | 429, other 5xx | `provider_unavailable` | `<origin>_http_<status>` |
+/// | other statuses | `internal` | `<origin>_http_<status>` |
+/// | 2xx body that is not JSON | `provider_unavailable`, with the body digest | `<origin>_non_json_body` |
+/// | 2xx JSON that is not a `query_range` answer | `provider_unavailable`, with the body digest | `<origin>_invalid_response` |
+/// | time limit passed | `timeout` | `<origin>_timeout` |
+/// | connection refused, reset, killed mid-answer | `provider_unavailable` | `<origin>_unavailable` |
+/// | body over the cap | `query_rejected`: narrow the query | `<origin>_response_too_large` |
+///
+/// `<origin>` is `clinic`, `manus` or `grafana` (as in [`ErrorCode::http`]).
+#[derive(Debug, Clone)]
+pub struct ResponseMapper {
+    provider: Provider,
+    redactor: Redactor,
+    keep: Vec<String>,
+}
+
+impl ResponseMapper {
+    /// A mapper for `provider`'s answers, redacting with `redactor`. Corrections say to
+    /// keep [`Correction::default_keep`] (query id, time window, cluster scope).
+    pub fn new(provider: Provider, redactor: Redactor) -> Self {
+        ResponseMapper {
+            provider,
+            redactor,
+            keep: Correction::default_keep(),
+        }
+    }
+
+    /// Sets what a correction must leave unchanged (e.g. add `target` for Manus).
+    pub fn with_keep(mut self, keep: Vec<String>) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The redactor.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Evidence from a fetched answer, or the failure of the fetch or of the answer.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    pub fn outcome(
+        &self,
+        fetched: Result<RawResponse, ConnectorError>,
+        compaction: &Compaction,
+        sanitizer: &dyn LabelSanitizer,
+    ) -> Result<Evidence, Failure> {
+        match fetched {
+            Ok(raw) => self.evidence(&raw, compaction, sanitizer),
+            Err(e) => Err(self.failure(&e)),
+        }
+    }
+
+    /// Evidence from an answer, or the failure it means.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    pub fn evidence(
+        &self,
+        raw: &RawResponse,
+        compaction: &Compaction,
+        sanitizer: &dyn LabelSanitizer,
+    ) -> Result<Evidence, Failure> {
+        // The digest is only needed for failures; a large success does not pay for it.
+        match parse_with::<SeriesDigest<'_>>(&raw.body) {
+            Ok(parsed) if raw.is_success() && parsed.status == ResponseStatus::Success => {
+                match compaction.compact_parsed(parsed, sanitizer) {
+                    Ok(mut evidence) => {
+                        for w in &mut evidence.warnings {
+                            *w = self.redactor.redact(w);
+                        }
+                        Ok(evidence)
+                    }
+                    Err(e) => Err(self.failure(&e)),
+                }
+            }
+            Ok(parsed) => {
+                let text = parsed
+                    .error
+                    .as_deref()
+                    .map_or_else(|| self.excerpt(raw), |e| self.redactor.redact(e));
+                Err(self.http_failure(
+                    raw.status,
+                    parsed.error_type.as_deref(),
+                    text,
+                    raw.body_digest(),
+                ))
+            }
+            Err(e) if raw.is_success() => {
+                let digest = raw.body_digest();
+                let (suffix, what) = match e {
+                    ConnectorError::NotJson(_) => ("non_json_body", "a body that is not JSON"),
+                    _ => (
+                        "invalid_response",
+                        "a body that is not a Prometheus query_range answer",
+                    ),
+                };
+                let detail = format!(
+                    "the provider answered HTTP {} with {what} ({}, {} bytes, {digest}): {}; body: {}",
+                    raw.status,
+                    raw.content_type.as_deref().unwrap_or("no content type"),
+                    raw.body.len(),
+                    self.redactor.redact(&e.to_string()),
+                    self.excerpt(raw),
+                );
+                Err(
+                    Failure::new(self.code(suffix), FailureClass::ProviderUnavailable, detail)
+                        .with_http_status(raw.status)
+                        .with_body_digest(digest)
+                        .with_correction(self.correction(FailureClass::ProviderUnavailable, None)),
+                )
+            }
+            Err(_) => {
+                Err(self.http_failure(raw.status, None, self.excerpt(raw), raw.body_digest()))
+            }
+        }
+    }
+
+    /// The failure for a connector error (transport, cap, sanitizing, request).
+    pub fn failure(&self, error: &ConnectorError) -> Failure {
+        let detail = self.redactor.redact(&error.to_string());
+        let (suffix, class, hint) = match error {
+            ConnectorError::Timeout(_) => ("timeout", FailureClass::Timeout, None),
+            ConnectorError::Unreachable(_) => {
+                ("unavailable", FailureClass::ProviderUnavailable, None)
+            }
+            ConnectorError::BodyTooLarge { .. } => (
+                "response_too_large",
+                FailureClass::QueryRejected,
+                Some(
+                    "The answer was too large and was not used: narrow the query (aggregate \
+                     with sum by (...) or topk, select fewer series, or use a larger step).",
+                ),
+            ),
+            ConnectorError::NotJson(_) => {
+                ("non_json_body", FailureClass::ProviderUnavailable, None)
+            }
+            ConnectorError::InvalidResponse(_) => {
+                ("invalid_response", FailureClass::ProviderUnavailable, None)
+            }
+            ConnectorError::Sanitize(_) => ("sanitize_failed", FailureClass::Internal, None),
+            ConnectorError::Request(_) => ("request_failed", FailureClass::Internal, None),
+        };
+        Failure::new(self.code(suffix), class, detail).with_correction(self.correction(class, hint))
+    }
+
+    fn http_failure(
+        &self,
+        status: u16,
+        error_type: Option<&str>,
+        text: String,
+        digest: Digest,
+    ) -> Failure {
+        let class = match (status, error_type) {
+            (400 | 422, _) => FailureClass::QueryRejected,
+            (401, _) => FailureClass::Authentication,
+            (403, _) => FailureClass::Authorization,
+            (408 | 504, _) | (503, Some("timeout")) => FailureClass::Timeout,
+            (429 | 500..=599, _) => FailureClass::ProviderUnavailable,
+            (200..=299, Some("bad_data" | "execution")) => FailureClass::QueryRejected,
+            (200..=299, Some("timeout")) => FailureClass::Timeout,
+            (200..=299, _) => FailureClass::ProviderUnavailable,
+            _ => FailureClass::Internal,
+        };
+        let detail = if text.is_empty() {
+            format!("HTTP {status} with an empty body")
+        } else {
+            text
+        };
+        let hint = (class == FailureClass::QueryRejected).then(|| rejection_hint(&detail));
+        let mut failure = Failure::new(ErrorCode::http(self.provider, status), class, detail)
+            .with_http_status(status)
+            .with_body_digest(digest)
+            .with_correction(self.correction(class, hint));
+        if let Some(t) = error_type {
+            failure = failure.with_prometheus_error_type(t);
+        }
+        failure
+    }
+
+    fn correction(&self, class: FailureClass, hint: Option<&str>) -> Correction {
+        let hint = if class.allows_correction() {
+            let keep = format!(
+                "Change only the expression or step; keep {} unchanged.",
+                self.keep.join(", ")
+            );
+            Some(match hint {
+                Some(h) if !h.is_empty() => format!("{h} {keep}"),
+                _ => keep,
+            })
+        } else {
+            hint.map(str::to_owned)
+        };
+        Correction::for_class(class, hint.as_deref(), self.keep.clone())
+    }
+
+    fn code(&self, suffix: &str) -> ErrorCode {
+        let origin = match self.provider {
+            Provider::Clinic => "clinic",
+            Provider::Manus => "manus",
+            Provider::Wetech => "grafana",
+        };
+        ErrorCode::new(format!("{origin}_{suffix}"))
+            .unwrap_or_else(|_| ErrorCode::http(self.provider, 0))
+    }
+
+    /// The start of a body that is not a Prometheus envelope, as text, redacted.
+    fn excerpt(&self, raw: &RawResponse) -> String {
+        let end = raw.body.len().min(EXCERPT_BYTES);
+        let mut text = String::from_utf8_lossy(&raw.body[..end]).into_owned();
+        if raw.body.len() > end {
+            text.push_str(&format!(" [... {} more bytes]", raw.body.len() - end));
+        }
+        self.redactor.redact(text.trim())
+    }
+}
+
+/// A short, specific hint for a known Prometheus rejection.
+fn rejection_hint(text: &str) -> &'static str {
+    if text.contains("many-to-many matching not allowed") {
+        "Match on labels that are unique on one side (for example on(instance)) or aggregate one side first."
+    } else if text.contains("vector cannot contain metrics with the same labelset") {
+        "Keep a label that tells the series apart, or aggregate them."
+    } else if text.contains("exceeded maximum resolution") {
+        "Use a larger step."
+    } else if text.contains("parse error") {
+        "Fix the PromQL syntax at the reported position."
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prometheus::compact::KeepLabels;
+    use proptest::prelude::*;
+    use secrecy::SecretString;
+
+    fn mapper() -> ResponseMapper {
+        ResponseMapper::new(
+            Provider::Clinic,
+            Redactor::new([SecretString::from("tok-123456789")]),
+        )
+    }
+
+    #[expect(clippy::result_large_err, reason = "test helper")]
+    fn map(status: u16, body: &str) -> Result<Evidence, Failure> {
+        mapper().evidence(
+            &RawResponse::new(status, Some("application/json".into()), body.to_owned()),
+            &Compaction::default(),
+            &KeepLabels,
+        )
+    }
+
+    #[test]
+    fn prometheus_rejections_keep_the_providers_words() {
+        let body = r#"{"status":"error","errorType":"execution","error":"found duplicate series for the match group {cluster_id=\"SaaS02\"} on the right hand-side of the operation: [{a=\"1\"}, {a=\"2\"}];many-to-many matching not allowed: matching labels must be unique on one side"}"#;
+        let f = map(422, body).unwrap_err();
+        assert_eq!(f.error.code.as_str(), "clinic_http_422");
+        assert_eq!(f.error.class, FailureClass::QueryRejected);
+        assert_eq!(f.error.http_status, Some(422));
+        assert_eq!(f.error.prometheus_error_type.as_deref(), Some("execution"));
+        assert_eq!(f.error.body_digest, Some(Digest::sha256(body.as_bytes())));
+        assert!(
+            f.detail_error
+                .starts_with("found duplicate series for the match group {cluster_id=\"SaaS02\"}")
+        );
+        assert!(
+            f.detail_error
+                .ends_with("matching labels must be unique on one side")
+        );
+        assert!(f.correction.allowed);
+        assert!(f.correction.instruction.contains("on(instance)"));
+        assert!(
+            f.correction
+                .instruction
+                .contains("keep queryId, time window, cluster scope unchanged")
+        );
+        assert_eq!(f.correction.keep, Correction::default_keep());
+
+        let f = map(400, r#"{"status":"error","errorType":"bad_data","error":"1:10: parse error: missing unit character in duration"}"#).unwrap_err();
+        assert_eq!(f.error.code.as_str(), "clinic_http_400");
+        assert_eq!(f.error.class, FailureClass::QueryRejected);
+        assert_eq!(
+            f.detail_error,
+            "1:10: parse error: missing unit character in duration"
+        );
+    }
+
+    #[test]
+    fn statuses_map_to_classes() {
+        let cases = [
+            (
+                401,
+                "{\"code\":401,\"message\":\"missing or invalid bearer token\"}",
+                FailureClass::Authentication,
+            ),
+            (
+                403,
+                "{\"message\":\"Permission denied\"}",
+                FailureClass::Authorization,
+            ),
+            (429, "slow down", FailureClass::ProviderUnavailable),
+            (
+                502,
+                "<html>bad gateway</html>",
+                FailureClass::ProviderUnavailable,
+            ),
+            (
+                503,
+                r#"{"status":"error","errorType":"timeout","error":"query timed out in query execution"}"#,
+                FailureClass::Timeout,
+            ),
+            (504, "", FailureClass::Timeout),
+            (404, "not found", FailureClass::Internal),
+        ];
+        for (status, body, class) in cases {
+            let f = map(status, body).unwrap_err();
+            assert_eq!(f.error.class, class, "{status}");
+            assert_eq!(f.error.http_status, Some(status));
+            assert_eq!(f.error.code.as_str(), format!("clinic_http_{status}"));
+            assert!(!f.detail_error.is_empty());
+            assert_eq!(f.correction.allowed, class.allows_correction());
+        }
+        assert!(
+            map(401, "x")
+                .unwrap_err()
+                .correction
+                .instruction
+                .contains("stop this turn")
+        );
+    }
+
+    #[test]
+    fn non_json_success_is_a_provider_error_with_its_digest() {
+        let body = "<!DOCTYPE html><html><body>maintenance</body></html>";
+        let f = mapper()
+            .evidence(
+                &RawResponse::new(200, Some("text/html".into()), body),
+                &Compaction::default(),
+                &KeepLabels,
+            )
+            .unwrap_err();
+        assert_eq!(f.error.code.as_str(), "clinic_non_json_body");
+        assert_eq!(f.error.class, FailureClass::ProviderUnavailable);
+        let digest = Digest::sha256(body.as_bytes());
+        assert_eq!(f.error.body_digest, Some(digest));
+        assert!(f.detail_error.contains(&digest.to_string()));
+        assert!(f.detail_error.contains("maintenance"));
+        let f = map(
+            200,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(f.error.code.as_str(), "clinic_invalid_response");
+    }
+
+    #[test]
+    fn success_and_no_data() {
+        let e = map(200, r#"{"status":"success","data":{"resultType":"matrix","result":[]},"warnings":["token=tok-123456789"]}"#).unwrap();
+        assert!(e.is_no_data());
+        assert_eq!(e.warnings, vec!["token=[REDACTED]".to_owned()]);
+        let e = map(200, r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"instance":"a:1"},"values":[[1,"2.5"],[2,"NaN"]]}]}}"#).unwrap();
+        assert_eq!(e.series_count, 1);
+        assert_eq!(e.top_peak(), Some(2.5));
+        assert_eq!(e.series[0].non_finite_points, 1);
+    }
+
+    #[test]
+    fn connector_errors_map_to_classes() {
+        let m = ResponseMapper::new(Provider::Wetech, Redactor::default());
+        let f = m.failure(&ConnectorError::BodyTooLarge { limit: 10 });
+        assert_eq!(f.error.code.as_str(), "grafana_response_too_large");
+        assert_eq!(f.error.class, FailureClass::QueryRejected);
+        assert!(f.detail_error.contains("narrow the query"));
+        assert!(f.correction.allowed && f.correction.instruction.contains("narrow the query"));
+        let f = m.failure(&ConnectorError::Timeout("no answer within 5 ms".into()));
+        assert_eq!(
+            (f.error.code.as_str(), f.error.class),
+            ("grafana_timeout", FailureClass::Timeout)
+        );
+        let f = m.failure(&ConnectorError::Unreachable("connection refused".into()));
+        assert_eq!(f.error.class, FailureClass::ProviderUnavailable);
+        assert!(!f.correction.allowed);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever the status and wherever the provider echoes a bound secret, no
+        /// failure field carries it.
+        #[test]
+        fn failures_never_carry_bound_secrets(
+            status in prop_oneof![Just(200u16), Just(400), Just(401), Just(403), Just(422), Just(429), Just(500), Just(503)],
+            secret in "[A-Za-z0-9_.~-]{12,32}",
+            envelope in any::<bool>(),
+            prefix in "[a-z :]{0,20}",
+        ) {
+            let m = ResponseMapper::new(Provider::Manus, Redactor::new([SecretString::from(secret.clone())]));
+            let text = format!("{prefix} session {secret} rejected; url http://h/x?token={secret}");
+            let body = if envelope {
+                serde_json::json!({"status": "error", "errorType": "execution", "error": text}).to_string()
+            } else {
+                text
+            };
+            let failure = m
+                .evidence(&RawResponse::new(status, None, body), &Compaction::default(), &KeepLabels)
+                .unwrap_err();
+            let json = serde_json::to_string(&failure.error).unwrap();
+            prop_assert!(!failure.detail_error.contains(&secret));
+            prop_assert!(!failure.correction.instruction.contains(&secret));
+            prop_assert!(!json.contains(&secret));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Shared Prometheus handling for the three connectors: `query_range` requests, capped
+//! streamed reads, typed parsing, compaction, credential redaction and error mapping.
+
+mod compact;
+mod fetch;
+mod mapping;
+mod parse;
+mod redact;
+mod request;
+
+pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
+pub use fetch::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, RawResponse, ResponseLimits, fetch, read_capped,
+};
+pub use mapping::ResponseMapper;
+pub use parse::{QueryRangeResponse, ResponseStatus, Series};
+pub use redact::{REDACTED, Redactor};
+pub use request::{FORM_CONTENT_TYPE, QueryRange};

@@ -1,0 +1,260 @@
+//! Credential redaction of provider text.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use regex::{Captures, Regex};
+use secrecy::{ExposeSecret, SecretString};
+use zeroize::Zeroizing;
+
+/// What a redacted credential is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Header-like `name: value` / `"name": "value"` / `name=value` for credential headers.
+#[expect(
+    clippy::expect_used,
+    reason = "constant pattern, exercised by the unit tests"
+)]
+static HEADER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)\b((?:proxy-)?authorization|set-cookie|cookie|x-manus-session|x-api-key|x-auth-token|x-grafana-key)(\s*["']?\s*[:=]\s*)("[^"]*"|'[^']*'|[^\r\n]*)"#,
+    )
+    .expect("valid header pattern")
+});
+
+/// URL query or form parameters whose name says token, password, key, secret, session
+/// or auth.
+#[expect(
+    clippy::expect_used,
+    reason = "constant pattern, exercised by the unit tests"
+)]
+static PARAM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)([?&;][A-Za-z0-9_.\-\[\]]*(?:token|password|passwd|pwd|secret|key|session|auth)[A-Za-z0-9_.\-\[\]]*=)([^&#\s"'<>]+)"#,
+    )
+    .expect("valid parameter pattern")
+});
+
+/// A bearer credential written out in prose (`Bearer eyJ...`), long enough to be one.
+#[expect(
+    clippy::expect_used,
+    reason = "constant pattern, exercised by the unit tests"
+)]
+static BEARER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]{16,}=*").expect("valid bearer pattern")
+});
+
+/// Removes credentials from provider text before it becomes `detail_error`.
+///
+/// It replaces, with [`REDACTED`]:
+/// - every bound secret value, raw and in its percent-encoded, form-encoded and
+///   JSON-escaped forms (longest first);
+/// - the values of `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and
+///   other credential headers written as `name: value`, `name=value` or `"name":"value"`;
+/// - URL query and form parameters whose name holds `token`, `password`, `key`,
+///   `secret`, `session` or `auth`;
+/// - long `Bearer` credentials in prose.
+///
+/// Everything else of the text is kept: the provider's words stay complete.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<SecretString>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+impl Redactor {
+    /// A redactor for these bound secret values.
+    pub fn new(secrets: impl IntoIterator<Item = SecretString>) -> Self {
+        Redactor {
+            secrets: secrets.into_iter().collect(),
+        }
+    }
+
+    /// Adds one bound secret value.
+    pub fn with_secret(mut self, secret: SecretString) -> Self {
+        self.secrets.push(secret);
+        self
+    }
+
+    /// The number of bound secret values.
+    pub fn secret_count(&self) -> usize {
+        self.secrets.len()
+    }
+
+    /// The text with credentials replaced by [`REDACTED`].
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        let variants = self.variants();
+        // A replacement can join neighbours into a new occurrence; repeat until none is
+        // left (bounded: a secret inside the marker itself cannot be removed).
+        for _ in 0..4 {
+            let mut changed = false;
+            for v in variants.iter() {
+                if out.contains(v.as_str()) {
+                    out = out.replace(v.as_str(), REDACTED);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let out = HEADER.replace_all(&out, |c: &Captures<'_>| {
+            let value = c.get(3).map_or("", |m| m.as_str());
+            let marker = match value.chars().next() {
+                Some('"') => format!("\"{REDACTED}\""),
+                Some('\'') => format!("'{REDACTED}'"),
+                _ => REDACTED.to_owned(),
+            };
+            format!("{}{}{marker}", &c[1], &c[2])
+        });
+        let out = PARAM.replace_all(&out, |c: &Captures<'_>| format!("{}{REDACTED}", &c[1]));
+        let out = BEARER.replace_all(&out, |c: &Captures<'_>| format!("{} {REDACTED}", &c[1]));
+        out.into_owned()
+    }
+
+    /// Every form of every secret to look for, longest first, without duplicates.
+    fn variants(&self) -> Vec<Zeroizing<String>> {
+        let mut out: Vec<Zeroizing<String>> = Vec::new();
+        for secret in &self.secrets {
+            let raw = secret.expose_secret();
+            if raw.is_empty() {
+                continue;
+            }
+            let percent = utf8_percent_encode(raw, NON_ALPHANUMERIC).to_string();
+            let candidates = [
+                raw.to_owned(),
+                url::form_urlencoded::byte_serialize(raw.as_bytes()).collect::<String>(),
+                percent.to_ascii_lowercase_escapes(),
+                percent,
+                serde_json::to_string(raw)
+                    .map(|j| j.trim_matches('"').to_owned())
+                    .unwrap_or_default(),
+            ];
+            for c in candidates {
+                let c = Zeroizing::new(c);
+                if !c.is_empty() && !out.iter().any(|o| o.as_str() == c.as_str()) {
+                    out.push(c);
+                }
+            }
+        }
+        out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        out
+    }
+}
+
+trait LowercaseEscapes {
+    fn to_ascii_lowercase_escapes(&self) -> String;
+}
+
+impl LowercaseEscapes for String {
+    /// `%2F` → `%2f`: the same percent-encoding with lower-case hex digits.
+    fn to_ascii_lowercase_escapes(&self) -> String {
+        let mut out = String::with_capacity(self.len());
+        let mut escape = 0;
+        for c in self.chars() {
+            if escape > 0 {
+                out.push(c.to_ascii_lowercase());
+                escape -= 1;
+            } else {
+                if c == '%' {
+                    escape = 2;
+                }
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn redactor(secret: &str) -> Redactor {
+        Redactor::new([SecretString::from(secret.to_owned())])
+    }
+
+    #[test]
+    fn redacts_secrets_headers_and_params() {
+        let r = redactor("s3cr3t/value=");
+        let text = "GET http://h/api?query=up&token=abc123&access_key=zz&user=me failed\n\
+                    Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n\
+                    {\"Cookie\":\"grafana_session=xyz; theme=dark\"}\n\
+                    secret in body s3cr3t/value= and encoded s3cr3t%2Fvalue%3D and s3cr3t%2fvalue%3d\n\
+                    missing or invalid bearer token; parse error at 1:10";
+        let out = r.redact(text);
+        for leaked in [
+            "abc123",
+            "zz",
+            "abcdefghijklmnopqrstuvwxyz",
+            "xyz",
+            "s3cr3t",
+        ] {
+            assert!(!out.contains(leaked), "{leaked} in {out}");
+        }
+        assert!(out.contains("query=up"), "{out}");
+        assert!(out.contains("user=me"), "{out}");
+        assert!(out.contains("token=[REDACTED]"), "{out}");
+        assert!(out.contains("Authorization: [REDACTED]"), "{out}");
+        assert!(out.contains("\"Cookie\":\"[REDACTED]\""), "{out}");
+        assert!(
+            out.contains("missing or invalid bearer token; parse error at 1:10"),
+            "{out}"
+        );
+        assert_eq!(format!("{r:?}"), "Redactor { secrets: 1 }");
+    }
+
+    #[test]
+    fn keeps_promql_label_matchers() {
+        let r = Redactor::default();
+        let text = r#"found duplicate series for the match group {cluster_id="SaaS02"} on the right hand-side of the operation: [{api_key="x", session="y"}]"#;
+        assert_eq!(r.redact(text), text);
+    }
+
+    fn embed(secret: &str, how: u8) -> String {
+        match how % 6 {
+            0 => secret.to_owned(),
+            1 => format!(
+                "http://h/q?token={}",
+                url::form_urlencoded::byte_serialize(secret.as_bytes()).collect::<String>()
+            ),
+            2 => utf8_percent_encode(secret, NON_ALPHANUMERIC).to_string(),
+            3 => serde_json::to_string(secret).unwrap(),
+            4 => format!("Cookie: grafana_session={secret}"),
+            _ => format!("Authorization: Bearer {secret}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// No bound secret survives redaction, raw or in its URL/form/JSON encodings,
+        /// wherever it sits in the provider text.
+        #[test]
+        fn bound_secrets_never_survive(
+            secret in "[A-Za-z0-9 %&=+/?#:;\"'._~-]{8,40}",
+            before in "[a-z :=&?\"{},]{0,40}",
+            after in "[a-z :=&?\"{},]{0,40}",
+            how in 0u8..6,
+        ) {
+            let r = redactor(&secret);
+            let text = format!("{before}{}{after}", embed(&secret, how));
+            let out = r.redact(&text);
+            prop_assert!(!out.contains(&secret), "{} in {}", secret, out);
+            let form: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+            prop_assert!(!out.contains(&form));
+            let percent = utf8_percent_encode(&secret, NON_ALPHANUMERIC).to_string();
+            prop_assert!(!out.contains(&percent));
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! What every test front shares: a loopback server, runtime-settable fault modes, the
+//! request log, and forwarding to the real Prometheus with status and body passed
+//! through.
+
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::TestSupportError;
+
+/// The largest request body a test front reads.
+const MAX_REQUEST_BODY: usize = 1 << 20;
+
+/// A fault a test front injects instead of forwarding a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// No fault: forward to Prometheus.
+    #[default]
+    None,
+    /// Answer 200 with a valid Prometheus matrix body of at least this many bytes,
+    /// streamed in 64 KiB chunks (for the response size cap).
+    OversizedBody {
+        /// Minimum body size in bytes.
+        bytes: usize,
+    },
+    /// Answer 200 with an HTML maintenance page (`text/html`), not JSON.
+    NonJson,
+    /// Answer with this status (e.g. 429, 503) and a short plain-text body, with
+    /// `Retry-After: 1`.
+    Status(u16),
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    delay_ms: AtomicU64,
+    fault: Mutex<Fault>,
+}
+
+/// Runtime switches for a front's fault modes. Cheap to clone; all clones control the
+/// same front.
+#[derive(Debug, Clone, Default)]
+pub struct FaultControl {
+    state: Arc<FaultState>,
+}
+
+impl FaultControl {
+    /// Delays every affected request by `delay` before answering (slow server).
+    pub fn set_delay(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.state.delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Sets the fault injected instead of forwarding.
+    pub fn set_fault(&self, fault: Fault) {
+        *self
+            .state
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = fault;
+    }
+
+    /// No delay and no fault.
+    pub fn clear(&self) {
+        self.set_delay(Duration::ZERO);
+        self.set_fault(Fault::None);
+    }
+
+    /// The current delay.
+    pub fn delay(&self) -> Duration {
+        Duration::from_millis(self.state.delay_ms.load(Ordering::SeqCst))
+    }
+
+    /// The current fault.
+    pub fn fault(&self) -> Fault {
+        *self
+            .state
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sleeps for the delay, then answers the fault if one is set.
+    pub(crate) async fn apply(&self) -> Option<Response> {
+        let delay = self.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        match self.fault() {
+            Fault::None => None,
+            Fault::NonJson => Some(non_json_page()),
+            Fault::Status(code) => Some(status_page(code)),
+            Fault::OversizedBody { bytes } => Some(oversized_body(bytes)),
+        }
+    }
+}
+
+fn non_json_page() -> Response {
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        "<!DOCTYPE html><html><head><title>Maintenance</title></head>\
+         <body><h1>The service is under maintenance</h1></body></html>\n",
+    )
+        .into_response()
+}
+
+fn status_page(code: u16) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let text = format!(
+        "{} {}: injected by the test front\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("error")
+    );
+    (
+        status,
+        [
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (RETRY_AFTER, HeaderValue::from_static("1")),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+/// A valid Prometheus `query_range` success body of at least `bytes` bytes.
+pub fn oversized_matrix_body(bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + 4096);
+    out.extend_from_slice(br#"{"status":"success","data":{"resultType":"matrix","result":["#);
+    let mut i = 0u64;
+    while out.len() < bytes {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(
+            format!(r#"{{"metric":{{"__name__":"padding","series":"{i}"}},"values":["#).as_bytes(),
+        );
+        for k in 0..64u64 {
+            if k > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(format!(r#"[{},"{}.5"]"#, 1_784_641_800 + 15 * k, k).as_bytes());
+        }
+        out.extend_from_slice(b"]}");
+        i += 1;
+    }
+    out.extend_from_slice(b"]}}");
+    out
+}
+
+fn oversized_body(bytes: usize) -> Response {
+    let body = Bytes::from(oversized_matrix_body(bytes));
+    let chunks: Vec<Result<Bytes, Infallible>> = (0..body.len())
+        .step_by(64 * 1024)
+        .map(|start| Ok(body.slice(start..(start + 64 * 1024).min(body.len()))))
+        .collect();
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(futures::stream::iter(chunks)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// One request a front received: method, path, decoded query-string and form
+/// parameters (never headers), and the status the front answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path, without the query string.
+    pub path: String,
+    /// Decoded parameters from the query string, then from a form body.
+    pub params: Vec<(String, String)>,
+    /// The status the front answered.
+    pub status: u16,
+}
+
+impl RecordedRequest {
+    /// The first value of a parameter (e.g. `query`).
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The log of the requests a front received.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestLog(Arc<Mutex<Vec<RecordedRequest>>>);
+
+impl RequestLog {
+    pub(crate) fn snapshot(&self) -> Vec<RecordedRequest> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn push(&self, request: RecordedRequest) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+    }
+}
+
+/// Middleware that records every request with its parameters and answered status.
+async fn record(State(log): State<RequestLog>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+    };
+    let mut params: Vec<(String, String)> = parts
+        .uri
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let is_form = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if is_form {
+        params.extend(url::form_urlencoded::parse(&bytes).into_owned());
+    }
+    let method = parts.method.to_string();
+    let path = parts.uri.path().to_owned();
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    log.push(RecordedRequest {
+        method,
+        path,
+        params,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+/// The real Prometheus a front forwards to.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Upstream {
+    pub(crate) fn new(base: &str) -> Result<Self, TestSupportError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| TestSupportError::Front(e.to_string()))?;
+        Ok(Upstream {
+            base: base.trim_end_matches('/').to_owned(),
+            client,
+        })
+    }
+
+    /// Forwards a request to `path` on Prometheus, with the same method, query string,
+    /// content type and body, and passes status, content type and body back. When
+    /// Prometheus does not answer (killed), answers 502.
+    pub(crate) async fn forward(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let url = match query {
+            Some(q) => format!("{}{path}?{q}", self.base),
+            None => format!("{}{path}", self.base),
+        };
+        let mut request = self.client.request(method, url);
+        if let Some(ct) = headers.get(CONTENT_TYPE) {
+            request = request.header(CONTENT_TYPE, ct.clone());
+        }
+        let answer = match request.body(body).send().await {
+            Ok(resp) => {
+                let status = resp.status();
+                let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+                resp.bytes().await.map(|b| (status, content_type, b))
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok((status, content_type, bytes)) => {
+                let mut response = Response::new(Body::from(bytes));
+                *response.status_mut() = status;
+                if let Some(ct) = content_type {
+                    response.headers_mut().insert(CONTENT_TYPE, ct);
+                }
+                response
+            }
+            Err(_) => (
+                StatusCode::BAD_GATEWAY,
+                [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+                "502 Bad Gateway: the upstream Prometheus did not answer\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// A running axum server on a free loopback port; stopped on drop.
+#[derive(Debug)]
+pub(crate) struct Server {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `127.0.0.1:0` (the OS picks a free port, so there is no race) and serves
+    /// `router` with the request log in front of it.
+    pub(crate) async fn start(router: Router, log: RequestLog) -> Result<Self, TestSupportError> {
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|e| TestSupportError::Front(format!("cannot bind 127.0.0.1:0: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| TestSupportError::Front(e.to_string()))?;
+        let app = router.layer(axum::middleware::from_fn_with_state(log, record));
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ok(Server {
+            addr,
+            shutdown: Some(tx),
+            task,
+        })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.task.abort();
+    }
+}
+
+/// A JSON error body with the given status.
+pub(crate) fn json_error(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}

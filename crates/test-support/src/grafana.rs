@@ -1,0 +1,311 @@
+//! The Grafana-compatible test front: login page, session cookie check, health with a
+//! version, and the datasource proxy to a real Prometheus.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_TYPE, COOKIE, LOCATION};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{any, get};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+
+use crate::TestSupportError;
+use crate::fixtures::{GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE};
+use crate::front::{FaultControl, RecordedRequest, RequestLog, Server, Upstream, json_error};
+
+/// What `/api/health` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HealthMode {
+    /// 200 with `{"commit", "database": "ok", "version"}`.
+    #[default]
+    Ok,
+    /// 503 with `{"database": "failing"}` and no version.
+    Unavailable,
+    /// 200 with `{"database": "ok"}` but no version.
+    NoVersion,
+}
+
+/// How the datasource proxy answers a Prometheus error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorStyle {
+    /// Status and body of Prometheus, unchanged (what Grafana's proxy does).
+    #[default]
+    PassThrough,
+    /// Same status, body rewritten as an `/api/ds/query`-style error frame:
+    /// `{"results":{"A":{"error": TEXT, "errorSource":"downstream", "status": STATUS}}}`
+    /// where TEXT is Prometheus' complete error text.
+    DsQueryFrame,
+}
+
+#[derive(Debug)]
+struct GrafanaState {
+    upstream: Upstream,
+    datasource_uid: String,
+    cookie_value: SecretString,
+    sessions_expired: AtomicBool,
+    forbidden: AtomicBool,
+    health: Mutex<HealthMode>,
+    error_style: Mutex<ErrorStyle>,
+    faults: FaultControl,
+}
+
+/// **Test front** standing in for Grafana, which is not packaged here. It serves a login
+/// page at `/login`, checks the session cookie ([`GRAFANA_SESSION_COOKIE_NAME`]) on
+/// every other route (HTML routes redirect to `/login` with 302, API routes answer 401),
+/// answers `/api/health` with a version (no cookie needed), and forwards the datasource
+/// proxy path [`GrafanaFront::QUERY_RANGE_PATH_TEMPLATE`] to the real Prometheus,
+/// passing status and body through. A 403 mode answers 403 to a valid session.
+#[derive(Debug)]
+pub struct GrafanaFront {
+    server: Server,
+    state: Arc<GrafanaState>,
+    log: RequestLog,
+}
+
+impl GrafanaFront {
+    /// The Grafana version `/api/health` reports.
+    pub const VERSION: &'static str = "10.4.2";
+    /// The datasource uid the front serves by default.
+    pub const DATASOURCE_UID: &'static str = "prometheus-fixture";
+    /// The datasource proxy `query_range` path; `{uid}` is the datasource uid.
+    pub const QUERY_RANGE_PATH_TEMPLATE: &'static str =
+        "/api/datasources/proxy/uid/{uid}/api/v1/query_range";
+
+    /// Starts the front for the Prometheus at `prometheus_url`, datasource uid
+    /// [`GrafanaFront::DATASOURCE_UID`], accepting the session cookie value
+    /// [`GRAFANA_SESSION_COOKIE_VALUE`].
+    pub async fn start(prometheus_url: &str) -> Result<Self, TestSupportError> {
+        Self::start_with(
+            prometheus_url,
+            Self::DATASOURCE_UID,
+            SecretString::from(GRAFANA_SESSION_COOKIE_VALUE),
+        )
+        .await
+    }
+
+    /// Starts the front with a chosen datasource uid and accepted cookie value.
+    pub async fn start_with(
+        prometheus_url: &str,
+        datasource_uid: &str,
+        cookie_value: SecretString,
+    ) -> Result<Self, TestSupportError> {
+        let state = Arc::new(GrafanaState {
+            upstream: Upstream::new(prometheus_url)?,
+            datasource_uid: datasource_uid.to_owned(),
+            cookie_value,
+            sessions_expired: AtomicBool::new(false),
+            forbidden: AtomicBool::new(false),
+            health: Mutex::new(HealthMode::Ok),
+            error_style: Mutex::new(ErrorStyle::PassThrough),
+            faults: FaultControl::default(),
+        });
+        let router = Router::new()
+            .route("/login", get(login_page))
+            .route("/api/health", get(health))
+            .route(
+                "/api/datasources/proxy/uid/{uid}/{*rest}",
+                any(datasource_proxy),
+            )
+            .route("/api/{*rest}", any(other_api))
+            .fallback(html_route)
+            .with_state(state.clone());
+        let log = RequestLog::default();
+        let server = Server::start(router, log.clone()).await?;
+        Ok(GrafanaFront { server, state, log })
+    }
+
+    /// The base URL (the Grafana origin), `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The address the front listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The datasource uid the proxy serves.
+    pub fn datasource_uid(&self) -> &str {
+        &self.state.datasource_uid
+    }
+
+    /// The proxy path for this front's datasource.
+    pub fn query_range_path(&self) -> String {
+        Self::QUERY_RANGE_PATH_TEMPLATE.replace("{uid}", &self.state.datasource_uid)
+    }
+
+    /// Fault modes of the datasource proxy route.
+    pub fn faults(&self) -> &FaultControl {
+        &self.state.faults
+    }
+
+    /// When true, a valid session gets 403 on API and proxy routes.
+    pub fn set_forbidden(&self, forbidden: bool) {
+        self.state.forbidden.store(forbidden, Ordering::SeqCst);
+    }
+
+    /// When true, the session cookie is no longer accepted (as after expiry).
+    pub fn expire_sessions(&self, expired: bool) {
+        self.state.sessions_expired.store(expired, Ordering::SeqCst);
+    }
+
+    /// Sets what `/api/health` answers.
+    pub fn set_health(&self, mode: HealthMode) {
+        *self
+            .state
+            .health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = mode;
+    }
+
+    /// Sets how Prometheus errors are answered by the proxy.
+    pub fn set_error_style(&self, style: ErrorStyle) {
+        *self
+            .state
+            .error_style
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = style;
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.log.snapshot()
+    }
+}
+
+fn has_session(state: &GrafanaState, headers: &HeaderMap) -> bool {
+    if state.sessions_expired.load(Ordering::SeqCst) {
+        return false;
+    }
+    let expected = state.cookie_value.expose_secret();
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .any(|(name, value)| name == GRAFANA_SESSION_COOKIE_NAME && value == expected)
+}
+
+fn unauthorized() -> Response {
+    json_error(
+        StatusCode::UNAUTHORIZED,
+        json!({"message": "Unauthorized", "messageId": "auth.unauthorized", "statusCode": 401}),
+    )
+}
+
+fn forbidden() -> Response {
+    json_error(
+        StatusCode::FORBIDDEN,
+        json!({"message": "Permission denied", "messageId": "accesscontrol.unauthorized", "statusCode": 403}),
+    )
+}
+
+async fn login_page() -> Html<&'static str> {
+    Html(
+        "<!DOCTYPE html><html><head><title>Grafana</title></head><body>\
+         <form id=\"login-form\" action=\"/login\" method=\"post\">\
+         <input name=\"user\" autocomplete=\"username\">\
+         <input name=\"password\" type=\"password\" autocomplete=\"current-password\">\
+         <button type=\"submit\">Log in</button></form></body></html>\n",
+    )
+}
+
+async fn health(State(state): State<Arc<GrafanaState>>) -> Response {
+    let mode = *state.health.lock().unwrap_or_else(PoisonError::into_inner);
+    match mode {
+        HealthMode::Ok => axum::Json(json!({
+            "commit": "test-front",
+            "database": "ok",
+            "version": GrafanaFront::VERSION,
+        }))
+        .into_response(),
+        HealthMode::Unavailable => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"database": "failing"}),
+        ),
+        HealthMode::NoVersion => axum::Json(json!({"database": "ok"})).into_response(),
+    }
+}
+
+async fn datasource_proxy(
+    State(state): State<Arc<GrafanaState>>,
+    Path((uid, rest)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !has_session(&state, &headers) {
+        return unauthorized();
+    }
+    if state.forbidden.load(Ordering::SeqCst) {
+        return forbidden();
+    }
+    if uid != state.datasource_uid || rest != "api/v1/query_range" {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            json!({"message": "Data source not found"}),
+        );
+    }
+    if let Some(fault) = state.faults.apply().await {
+        return fault;
+    }
+    let response = state
+        .upstream
+        .forward(method, "/api/v1/query_range", uri.query(), &headers, body)
+        .await;
+    let style = *state
+        .error_style
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if style == ErrorStyle::DsQueryFrame && response.status().is_client_error() {
+        return error_frame(response).await;
+    }
+    response
+}
+
+/// Rewrites a Prometheus error answer as an `/api/ds/query`-style error frame.
+async fn error_frame(response: Response) -> Response {
+    let status = response.status();
+    let Ok(bytes) = axum::body::to_bytes(response.into_body(), 1 << 20).await else {
+        return StatusCode::BAD_GATEWAY.into_response();
+    };
+    let text = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+    json_error(
+        status,
+        json!({"results": {"A": {"error": text, "errorSource": "downstream", "status": status.as_u16()}}}),
+    )
+}
+
+async fn other_api(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) -> Response {
+    if !has_session(&state, &headers) {
+        return unauthorized();
+    }
+    if state.forbidden.load(Ordering::SeqCst) {
+        return forbidden();
+    }
+    json_error(StatusCode::NOT_FOUND, json!({"message": "Not found"}))
+}
+
+async fn html_route(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) -> Response {
+    if !has_session(&state, &headers) {
+        return (StatusCode::FOUND, [(LOCATION, "/login")]).into_response();
+    }
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        "<!DOCTYPE html><html><head><title>Home - Grafana</title></head>\
+         <body><div id=\"reactRoot\">Grafana test front</div></body></html>\n",
+    )
+        .into_response()
+}

@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+
+mod chromium;
+mod clinic;
+mod error;
+mod fixtures;
+mod front;
+mod grafana;
+mod manus;
+mod process;
+mod prometheus;
+
+pub use chromium::{
+    BrowserSlot, CHROMIUM_LAUNCH_ARGS, ChromeDriver, Chromium, chromedriver_process_count,
+    chromium_process_count,
+};
+pub use clinic::ClinicFront;
+pub use error::TestSupportError;
+pub use fixtures::{
+    APID_29213_END, APID_29213_START, CPU_CLUSTER, FIGURE_TOLERANCE, Fixture, FixtureQuery,
+    GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE, MEMORY_CLUSTER, MEMORY_MANY_TO_MANY,
+    MEMORY_USED_PERCENT, OTHER_CLUSTER, OTHER_CLUSTER_MEMORY, OTHER_CLUSTER_TIDB, PARSE_ERROR,
+    SESSION_CANARY, ST_2865_END, ST_2865_START, SeriesShape, TIDB_CPU, TIDB_CPU_SATURATION,
+    TIDB_MANY_TO_MANY, TIDB_MAXPROCS, TIKV_NO_DATA, UNSCOPED_TIDB_CPU,
+};
+pub use front::{Fault, FaultControl, RecordedRequest, oversized_matrix_body};
+pub use grafana::{ErrorStyle, GrafanaFront, HealthMode};
+pub use manus::{ManusFront, ManusTarget, ManusTargets};
+pub use prometheus::Prometheus;

@@ -1,0 +1,278 @@
+//! A real Prometheus server over backfilled fixture blocks.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest as _, Sha256};
+use tempfile::TempDir;
+
+use crate::process::{PROMETHEUS_INSTALL, find_program, free_loopback_port, log_tail};
+use crate::{Fixture, TestSupportError};
+
+/// The source of the fixture generator, which keys the block cache.
+const FIXTURE_GENERATOR_SOURCE: &str = include_str!("fixtures.rs");
+
+/// How long a server may take to answer `/-/ready`.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many fresh ports to try when another process takes the chosen one first.
+const PORT_ATTEMPTS: usize = 5;
+
+/// A real `prometheus` process (Debian 2.42) on a free `127.0.0.1` port, serving the
+/// blocks that `promtool tsdb create-blocks-from openmetrics` built from a [`Fixture`].
+///
+/// Retention is 100 years so the past fixture blocks are kept. The process is killed
+/// when the value is dropped; [`Prometheus::kill`] kills it earlier, mid-run.
+#[derive(Debug)]
+pub struct Prometheus {
+    child: Mutex<Option<Child>>,
+    addr: SocketAddr,
+    fixture: Fixture,
+    dir: TempDir,
+}
+
+impl Prometheus {
+    /// Backfills `fixture` (blocks are built once and cached, see the crate README),
+    /// starts a server on a free loopback port and waits until `/-/ready` answers.
+    ///
+    /// Fails with the install command when `prometheus` or `promtool` is missing.
+    pub async fn start(fixture: Fixture) -> Result<Self, TestSupportError> {
+        let program = find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
+        let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
+            .await
+            .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        let mut last_error = None;
+        for _ in 0..PORT_ATTEMPTS {
+            let dir = tempfile::Builder::new()
+                .prefix("evidence-prometheus-")
+                .tempdir()
+                .map_err(|e| TestSupportError::io("creating a data directory", "$TMPDIR", e))?;
+            let data = dir.path().join("data");
+            copy_tree(&blocks, &data)?;
+            let config = dir.path().join("prometheus.yml");
+            std::fs::write(
+                &config,
+                "global: {scrape_interval: 15s}\nscrape_configs: []\n",
+            )
+            .map_err(|e| TestSupportError::io("writing the configuration", &config, e))?;
+            let port = free_loopback_port()?;
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            let log_path = dir.path().join("prometheus.log");
+            let log = std::fs::File::create(&log_path)
+                .map_err(|e| TestSupportError::io("creating the log", &log_path, e))?;
+            let log_err = log
+                .try_clone()
+                .map_err(|e| TestSupportError::io("opening the log", &log_path, e))?;
+            let child = Command::new(&program)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.tsdb.path={}", data.display()))
+                .arg("--storage.tsdb.retention.time=100y")
+                .arg(format!("--web.listen-address={addr}"))
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(log_err)
+                .spawn()
+                .map_err(|e| TestSupportError::io("starting prometheus", &program, e))?;
+            let server = Prometheus {
+                child: Mutex::new(Some(child)),
+                addr,
+                fixture,
+                dir,
+            };
+            match server.wait_ready().await {
+                Ok(()) => return Ok(server),
+                Err(e) => {
+                    let tail = log_tail(&log_path, 4096);
+                    if !tail.contains("address already in use") {
+                        return Err(e);
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or(TestSupportError::NotReady {
+            program: "prometheus",
+            detail: "no free port".to_owned(),
+        }))
+    }
+
+    async fn wait_ready(&self) -> Result<(), TestSupportError> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| TestSupportError::Task(e.to_string()))?;
+        let url = format!("{}/-/ready", self.url());
+        let log_path = self.log_path();
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = self.exit_status() {
+                return Err(TestSupportError::NotReady {
+                    program: "prometheus",
+                    detail: format!("exited with {status}; log: {}", log_tail(&log_path, 2048)),
+                });
+            }
+            if let Ok(resp) = client.get(&url).send().await
+                && resp.status().is_success()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(TestSupportError::NotReady {
+                    program: "prometheus",
+                    detail: format!(
+                        "no answer from {url} within {READY_TIMEOUT:?}; log: {}",
+                        log_tail(&log_path, 2048)
+                    ),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        let mut guard = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The loopback address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The fixture this server holds.
+    pub fn fixture(&self) -> Fixture {
+        self.fixture
+    }
+
+    /// The server's log file (stdout and stderr).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("prometheus.log")
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&self) -> bool {
+        let mut guard = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        guard
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Kills the process now (SIGKILL) and reaps it: the "server killed mid-run" fault.
+    /// Requests afterwards fail to connect. Idempotent.
+    pub fn kill(&self) {
+        let mut guard = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(mut child) = guard.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Per-process memo of the cache directories already checked, and the lock that keeps
+/// two tests of one binary from building the same blocks at once.
+static BLOCKS: Mutex<Vec<(Fixture, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The directory of backfilled blocks for `fixture`, built on first use.
+///
+/// Blocks are cached in `$TMPDIR/evidence-test-support/<fixture>-<hash>` where the hash
+/// covers the fixture generator's source (`fixtures.rs`) and the fixture name, so any
+/// change of a fixture builds new blocks. A cache entry is moved into place atomically
+/// once complete.
+pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportError> {
+    let mut memo = BLOCKS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, path)) = memo.iter().find(|(f, _)| *f == fixture) {
+        return Ok(path.clone());
+    }
+    let promtool = find_program("promtool", &["/usr/bin"], PROMETHEUS_INSTALL)?;
+    // The generator lives entirely in fixtures.rs: its source and the fixture name
+    // determine the text, so they key the cache without generating the text first.
+    let mut hasher = Sha256::new();
+    hasher.update(FIXTURE_GENERATOR_SOURCE.as_bytes());
+    hasher.update(fixture.name().as_bytes());
+    let hash = hex::encode(&hasher.finalize()[..8]);
+    let root = std::env::temp_dir().join("evidence-test-support");
+    let entry = root.join(format!("{}-{hash}", fixture.name()));
+    let blocks = entry.join("blocks");
+    if !entry.join("complete").is_file() {
+        std::fs::create_dir_all(&root)
+            .map_err(|e| TestSupportError::io("creating the block cache", &root, e))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".building-")
+            .tempdir_in(&root)
+            .map_err(|e| TestSupportError::io("creating a staging directory", &root, e))?;
+        let om = staging.path().join("fixture.om");
+        std::fs::write(&om, fixture.openmetrics().as_bytes())
+            .map_err(|e| TestSupportError::io("writing the fixture", &om, e))?;
+        let output = Command::new(&promtool)
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&om)
+            .arg(staging.path().join("blocks"))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| TestSupportError::io("running promtool", &promtool, e))?;
+        if !output.status.success() {
+            return Err(TestSupportError::Backfill {
+                fixture: fixture.name(),
+                output: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            });
+        }
+        // The OpenMetrics text is not needed any more; keep the cache small.
+        let _ = std::fs::remove_file(&om);
+        let marker = staging.path().join("complete");
+        std::fs::write(&marker, b"ok\n")
+            .map_err(|e| TestSupportError::io("writing the cache marker", &marker, e))?;
+        let staged = staging.keep();
+        if let Err(e) = std::fs::rename(&staged, &entry) {
+            // Another process finished the same entry first; use theirs.
+            let _ = std::fs::remove_dir_all(&staged);
+            if !entry.join("complete").is_file() {
+                return Err(TestSupportError::io(
+                    "publishing the block cache",
+                    &entry,
+                    e,
+                ));
+            }
+        }
+    }
+    memo.push((fixture, blocks.clone()));
+    Ok(blocks)
+}
+
+/// Copies a directory tree (the fixture blocks) into a new directory.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), TestSupportError> {
+    std::fs::create_dir_all(to).map_err(|e| TestSupportError::io("creating a directory", to, e))?;
+    let entries =
+        std::fs::read_dir(from).map_err(|e| TestSupportError::io("reading the blocks", from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| TestSupportError::io("reading the blocks", from, e))?;
+        let source = entry.path();
+        let target = to.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| TestSupportError::io("reading the blocks", &source, e))?;
+        if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target)
+                .map_err(|e| TestSupportError::io("copying a block file", &source, e))?;
+        }
+    }
+    Ok(())
+}
