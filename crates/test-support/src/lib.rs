@@ -9,6 +9,7 @@ mod grafana;
 mod manus;
 mod process;
 mod prometheus;
+mod recording;
 
 pub use chromium::{
     BrowserSlot, CHROMIUM_LAUNCH_ARGS, ChromeDriver, Chromium, chromedriver_process_count,
@@ -27,3 +28,6 @@ pub use front::{Fault, FaultControl, RecordedRequest, oversized_matrix_body};
 pub use grafana::{ErrorStyle, GrafanaFront, HealthMode};
 pub use manus::{ManusFront, ManusTarget, ManusTargets};
 pub use prometheus::Prometheus;
+pub use recording::{
+    QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,
+};
