@@ -1,3 +1,19 @@
-//! Grouping tool attempts by queryId, turn control, the refinement gate and the child handoff
-//!
-//! This crate is being built; its public API arrives with its issue. It exports nothing yet.
+#![doc = include_str!("../README.md")]
+
+mod call;
+mod error;
+mod handoff;
+mod refine;
+mod turn;
+
+pub use call::{Call, CallRecord, Disposition, PlannedQuery};
+pub use error::MaterializeError;
+pub use handoff::{
+    AcquisitionStatus, AttemptMeta, AttemptTrail, Capability, HANDOFF_VERSION, Handoff, Objective,
+    Outcome, ProviderReport, TurnStop, materialize, materialize_owned,
+};
+pub use refine::{
+    RefinementCode, RefinementDecision, RefinementGate, RefinementGrant, RefinementRefusal,
+    RefinementRequest, normalize_question,
+};
+pub use turn::{Admission, CallTicket, Refusal, RefusalCode, Turn, TurnLimits};
