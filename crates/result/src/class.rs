@@ -144,7 +144,13 @@ mod tests {
         let shared: Vec<_> = FailureClass::ALL.iter().filter(|c| c.is_shared()).collect();
         assert_eq!(
             shared,
-            [&Authentication, &SessionBootstrap, &Readiness, &Authorization, &BrowserRuntime]
+            [
+                &Authentication,
+                &SessionBootstrap,
+                &Readiness,
+                &Authorization,
+                &BrowserRuntime
+            ]
         );
         assert!(InvalidArgument.is_same_turn_correctable());
         assert!(QueryRejected.is_same_turn_correctable());

@@ -2,8 +2,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Correction, Digest, ErrorCode, Evidence, FailureClass, Operation, PackageId, Provider,
-    QueryId, RequestDigest,
+    Correction, Digest, ErrorCode, Evidence, FailureClass, Operation, PackageId, Provider, QueryId,
+    RequestDigest,
 };
 
 /// The status of a result. A single operation is `ok` or `error`; a batch is `ok`,
@@ -329,8 +329,7 @@ impl Details {
             }
             return Ok(());
         }
-        if self.status == Status::Ok && (self.query_id.is_none() || self.request_digest.is_none())
-        {
+        if self.status == Status::Ok && (self.query_id.is_none() || self.request_digest.is_none()) {
             return Err("a success names its query id and request digest");
         }
         check_outcome(

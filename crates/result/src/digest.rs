@@ -163,7 +163,13 @@ mod tests {
         let b: serde_json::Value =
             serde_json::from_str(r#"{"queryId":"q1","step":15,"expr":"up"}"#).unwrap();
         let c = json!({"expr": "up", "step": 30, "queryId": "q1"});
-        assert_eq!(RequestDigest::of(&a).unwrap(), RequestDigest::of(&b).unwrap());
-        assert_ne!(RequestDigest::of(&a).unwrap(), RequestDigest::of(&c).unwrap());
+        assert_eq!(
+            RequestDigest::of(&a).unwrap(),
+            RequestDigest::of(&b).unwrap()
+        );
+        assert_ne!(
+            RequestDigest::of(&a).unwrap(),
+            RequestDigest::of(&c).unwrap()
+        );
     }
 }

@@ -73,7 +73,10 @@ impl SeriesStats {
             sum += v;
             n += 1;
         }
-        #[expect(clippy::cast_precision_loss, reason = "point counts stay far below 2^52")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "point counts stay far below 2^52"
+        )]
         let mean = sum / n as f64;
         stats.mean = if mean.is_finite() { mean } else { stats.max };
         Some(stats)
@@ -157,7 +160,9 @@ impl Evidence {
         self.series
             .iter()
             .filter_map(|s| s.stats.map(|st| st.peak))
-            .fold(None, |acc: Option<f64>, p| Some(acc.map_or(p, |a| a.max(p))))
+            .fold(None, |acc: Option<f64>, p| {
+                Some(acc.map_or(p, |a| a.max(p)))
+            })
     }
 
     pub(crate) fn check(&self) -> Result<(), &'static str> {

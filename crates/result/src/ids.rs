@@ -208,9 +208,18 @@ mod tests {
 
     #[test]
     fn http_codes_name_origin() {
-        assert_eq!(ErrorCode::http(Provider::Clinic, 422).as_str(), "clinic_http_422");
-        assert_eq!(ErrorCode::http(Provider::Wetech, 422).as_str(), "grafana_http_422");
-        assert_eq!(ErrorCode::http(Provider::Manus, 400).as_str(), "manus_http_400");
+        assert_eq!(
+            ErrorCode::http(Provider::Clinic, 422).as_str(),
+            "clinic_http_422"
+        );
+        assert_eq!(
+            ErrorCode::http(Provider::Wetech, 422).as_str(),
+            "grafana_http_422"
+        );
+        assert_eq!(
+            ErrorCode::http(Provider::Manus, 400).as_str(),
+            "manus_http_400"
+        );
         assert!(ErrorCode::new("Bad-Code").is_err());
     }
 }

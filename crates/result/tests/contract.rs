@@ -148,7 +148,10 @@ fn check_golden(name: &str, result: &ToolResult) {
         std::fs::write(&path, &actual).unwrap();
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; run with UPDATE_GOLDEN=1 to write it", path.display())
+        panic!(
+            "{}: {e}; run with UPDATE_GOLDEN=1 to write it",
+            path.display()
+        )
     });
     assert_eq!(
         actual, expected,
@@ -194,7 +197,12 @@ fn golden_mixed_batch() {
 
 #[test]
 fn parsing_text_yields_details() {
-    for r in [golden_success(), golden_rejection(), golden_auth(), golden_batch()] {
+    for r in [
+        golden_success(),
+        golden_rejection(),
+        golden_auth(),
+        golden_batch(),
+    ] {
         let parsed: Details = serde_json::from_str(r.text()).unwrap();
         assert_eq!(&parsed, r.details());
         let value: serde_json::Value = serde_json::from_str(r.text()).unwrap();
@@ -243,7 +251,11 @@ fn failed_whenever_status_is_error() {
         vec![Item::failure(
             QueryId::new("q").unwrap(),
             None,
-            Failure::new(ErrorCode::scope_violation(), FailureClass::PolicyViolation, "x"),
+            Failure::new(
+                ErrorCode::scope_violation(),
+                FailureClass::PolicyViolation,
+                "x",
+            ),
         )],
     )
     .unwrap();
@@ -258,13 +270,20 @@ fn mcp_projection() {
     assert_eq!(mcp["isError"], true);
     assert_eq!(mcp["content"][0]["type"], "text");
     assert_eq!(mcp["content"][0]["text"], r.text());
-    assert_eq!(mcp["structuredContent"], serde_json::to_value(r.details()).unwrap());
-    assert_eq!(serde_json::to_value(golden_success().to_mcp()).unwrap()["isError"], false);
+    assert_eq!(
+        mcp["structuredContent"],
+        serde_json::to_value(r.details()).unwrap()
+    );
+    assert_eq!(
+        serde_json::to_value(golden_success().to_mcp()).unwrap()["isError"],
+        false
+    );
 }
 
 #[test]
 fn committed_schema_is_current() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/tool-result.schema.json");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/tool-result.schema.json");
     let actual = format!(
         "{}\n",
         serde_json::to_string_pretty(&ToolResult::json_schema()).unwrap()
@@ -288,16 +307,22 @@ fn arb_label() -> impl Strategy<Value = String> {
 fn arb_stats() -> impl Strategy<Value = Option<SeriesStats>> {
     let f = -1.0e12f64..1.0e12f64;
     proptest::option::of(
-        (f.clone(), f.clone(), f.clone(), f.clone(), f.clone(), 0.0f64..2.0e9).prop_map(
-            |(min, max, mean, last, peak, peak_time)| SeriesStats {
+        (
+            f.clone(),
+            f.clone(),
+            f.clone(),
+            f.clone(),
+            f.clone(),
+            0.0f64..2.0e9,
+        )
+            .prop_map(|(min, max, mean, last, peak, peak_time)| SeriesStats {
                 min,
                 max,
                 mean,
                 last,
                 peak,
                 peak_time,
-            },
-        ),
+            }),
     )
 }
 
@@ -390,9 +415,16 @@ fn arb_provider() -> impl Strategy<Value = Provider> {
 
 fn arb_item() -> impl Strategy<Value = Item> {
     prop_oneof![
-        (arb_query_id(), "\\PC{0,10}", arb_evidence())
-            .prop_map(|(q, d, e)| Item::success(q, Some(digest(&d)), e)),
-        (arb_query_id(), proptest::option::of("\\PC{0,10}"), arb_failure())
+        (arb_query_id(), "\\PC{0,10}", arb_evidence()).prop_map(|(q, d, e)| Item::success(
+            q,
+            Some(digest(&d)),
+            e
+        )),
+        (
+            arb_query_id(),
+            proptest::option::of("\\PC{0,10}"),
+            arb_failure()
+        )
             .prop_map(|(q, d, f)| Item::failure(q, d.map(|d| digest(&d)), f)),
     ]
 }
@@ -407,7 +439,12 @@ fn arb_details() -> impl Strategy<Value = Details> {
             proptest::option::of("\\PC{0,10}"),
             arb_failure()
         )
-            .prop_map(|(p, q, d, f)| Details::failure(origin(p), q, d.map(|d| digest(&d)), f)),
+            .prop_map(|(p, q, d, f)| Details::failure(
+                origin(p),
+                q,
+                d.map(|d| digest(&d)),
+                f
+            )),
         (arb_provider(), proptest::collection::vec(arb_item(), 1..6))
             .prop_map(|(p, items)| Details::batch(origin(p), items).unwrap()),
     ]
