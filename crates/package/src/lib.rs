@@ -1,3 +1,32 @@
-//! Managed Tool package manifests, package digests, the catalog, secret binding, the fail-closed output guard and audit records
-//!
-//! This crate is being built; its public API arrives with its issue. It exports nothing yet.
+#![doc = include_str!("../README.md")]
+
+mod arguments;
+mod audit;
+mod catalog;
+mod error;
+mod guard;
+mod manifest;
+mod package;
+mod revision;
+mod secrets;
+mod storage_state;
+
+pub use arguments::argument_schema;
+pub use audit::{AuditRecord, CallContext};
+pub use catalog::{
+    AgentProfile, CATALOG_FILE, Catalog, CatalogEntry, CatalogFile, Pin, PinnedPackage,
+    ProfileReport, RevisionRef,
+};
+pub use error::PackageError;
+pub use guard::{
+    BlockCause, Blocked, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict,
+    searched_forms,
+};
+pub use manifest::{
+    AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
+    NetworkPolicy, NormalizedManifest, PolicyDelivery, SecretKind, SecretSpec, TOOL_BIN_DIR_ENV,
+    Template, known_identities,
+};
+pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile};
+pub use revision::Revision;
+pub use secrets::{SandboxEnv, SecretBinding, SecretValues};

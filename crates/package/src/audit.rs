@@ -1,0 +1,131 @@
+//! One audit record per tool call.
+
+use std::time::Duration;
+
+use evidence_result::{
+    Digest, FailureClass, PackageId, QueryId, RequestDigest, Status, ToolResult,
+};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::{Package, PackageError, Revision};
+
+/// What the runtime knows about a call besides its result: trusted identifiers only, never
+/// argument text or secret values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallContext {
+    /// When the call started.
+    pub time: Timestamp,
+    /// The trusted policy's id, if a policy was in force.
+    pub policy_id: Option<String>,
+    /// The ticket the policy was derived from.
+    pub ticket: Option<String>,
+    /// How long the call took.
+    pub duration: Duration,
+    /// Size of the tool's output, in bytes, as produced (before any blocking).
+    pub output_bytes: u64,
+}
+
+/// One JSON audit record of one tool call, written to the package's own audit stream.
+///
+/// It holds identifiers, digests and counts only: no argument text, no provider text and
+/// no secret value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// When the call started (RFC 3339, UTC).
+    pub time: Timestamp,
+    /// The package's audit stream.
+    pub stream: String,
+    /// The package identity.
+    pub package: PackageId,
+    /// The revision.
+    pub revision: Revision,
+    /// The recomputed package digest.
+    pub digest: Digest,
+    /// The trusted policy's id.
+    pub policy_id: Option<String>,
+    /// The ticket.
+    pub ticket: Option<String>,
+    /// Query ids of the call (one, or one per batch item).
+    pub query_ids: Vec<QueryId>,
+    /// Request digests of the call.
+    pub request_digests: Vec<RequestDigest>,
+    /// `ok`, `partial` or `error`.
+    pub status: Status,
+    /// The failure class of a failed call.
+    pub failure_class: Option<FailureClass>,
+    /// Duration in milliseconds.
+    pub duration_ms: u64,
+    /// Output size in bytes.
+    pub output_bytes: u64,
+    /// Whether the output guard blocked the output.
+    pub blocked: bool,
+}
+
+fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
+    if let Some(v) = value {
+        let ok = !v.is_empty()
+            && v.len() <= 128
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+        if !ok {
+            return Err(PackageError::invalid(
+                field,
+                "use 1-128 letters, digits, '-', '_', '.', ':'",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl AuditRecord {
+    /// The record of a call of `package` that returned `result` (the result after the
+    /// output guard).
+    pub fn for_call(
+        package: &Package,
+        call: &CallContext,
+        result: &ToolResult,
+    ) -> Result<Self, PackageError> {
+        check_token("policy_id", call.policy_id.as_ref())?;
+        check_token("ticket", call.ticket.as_ref())?;
+        let details = result.details();
+        let mut query_ids: Vec<QueryId> = details.query_id.iter().cloned().collect();
+        let mut request_digests: Vec<RequestDigest> =
+            details.request_digest.iter().copied().collect();
+        for item in &details.items {
+            query_ids.push(item.query_id.clone());
+            request_digests.extend(item.request_digest);
+        }
+        let failure_class = details.failure_class().or_else(|| {
+            details
+                .items
+                .iter()
+                .find_map(|i| i.error.as_ref().map(|e| e.class))
+        });
+        Ok(AuditRecord {
+            time: call.time,
+            stream: package.manifest().audit_stream.clone(),
+            package: package.identity().clone(),
+            revision: package.revision(),
+            digest: package.digest(),
+            policy_id: call.policy_id.clone(),
+            ticket: call.ticket.clone(),
+            query_ids,
+            request_digests,
+            status: details.status,
+            failure_class,
+            duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
+            output_bytes: call.output_bytes,
+            blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
+        })
+    }
+
+    /// The record as one line of JSON (no trailing newline).
+    pub fn to_json_line(&self) -> Result<String, PackageError> {
+        serde_json::to_string(self).map_err(|source| PackageError::Json {
+            what: "audit record".to_owned(),
+            source,
+        })
+    }
+}

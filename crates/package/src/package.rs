@@ -1,0 +1,273 @@
+//! A package revision: its normalized manifest, its files and its recomputed digest.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use evidence_result::{Digest, PackageId};
+use sha2::{Digest as _, Sha256};
+
+use crate::manifest::MANIFEST_FILE;
+use crate::{Manifest, NormalizedManifest, PackageError, Revision};
+
+/// The version tag that opens the digest framing (domain separation).
+pub const PACKAGE_DIGEST_TAG: &[u8] = b"evidence-package-digest/v1\0";
+
+/// Largest package file read from disk.
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest manifest read from disk.
+const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
+/// One file of a package: its relative path, its executable bit and its content.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PackageFile {
+    path: String,
+    executable: bool,
+    contents: Vec<u8>,
+}
+
+impl PackageFile {
+    /// A file at `path` (relative, `/`-separated) with this mode and content.
+    pub fn new(path: impl Into<String>, executable: bool, contents: impl Into<Vec<u8>>) -> Self {
+        PackageFile {
+            path: path.into(),
+            executable,
+            contents: contents.into(),
+        }
+    }
+
+    /// The relative path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether the file is executable.
+    pub fn is_executable(&self) -> bool {
+        self.executable
+    }
+
+    /// The content.
+    pub fn contents(&self) -> &[u8] {
+        &self.contents
+    }
+}
+
+impl fmt::Debug for PackageFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PackageFile")
+            .field("path", &self.path)
+            .field("executable", &self.executable)
+            .field("bytes", &self.contents.len())
+            .finish()
+    }
+}
+
+/// A package revision whose manifest is normalized and whose digest was computed from its
+/// content here, never taken from anything written down.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Package {
+    manifest: NormalizedManifest,
+    files: Vec<PackageFile>,
+    digest: Digest,
+}
+
+impl Package {
+    /// Builds a package from a manifest and its files.
+    ///
+    /// The manifest is normalized; the files must be exactly the listed ones, and the
+    /// entrypoint must be executable.
+    pub fn new(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, PackageError> {
+        let manifest = manifest.normalize()?;
+        let mut files = files;
+        files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let listed: BTreeSet<&str> = manifest.files.iter().map(String::as_str).collect();
+        let mut present = BTreeSet::new();
+        for file in &files {
+            if !present.insert(file.path.as_str()) {
+                return Err(PackageError::DuplicatePath {
+                    field: "files".to_owned(),
+                    path: file.path.clone(),
+                });
+            }
+            if !listed.contains(file.path.as_str()) {
+                return Err(PackageError::UnlistedFile(file.path.clone()));
+            }
+        }
+        if let Some(missing) = listed.iter().find(|p| !present.contains(*p)) {
+            return Err(PackageError::MissingFile((*missing).to_owned()));
+        }
+        let entry = files
+            .iter()
+            .find(|f| f.path == manifest.entrypoint)
+            .ok_or_else(|| PackageError::MissingFile(manifest.entrypoint.clone()))?;
+        if !entry.executable {
+            return Err(PackageError::EntrypointNotExecutable(entry.path.clone()));
+        }
+        let digest = package_digest(&manifest, &files)?;
+        Ok(Package {
+            manifest,
+            files,
+            digest,
+        })
+    }
+
+    /// Loads a package from its folder: `manifest.json` and every listed file, with its
+    /// executable bit. Files the manifest does not list, symbolic links and other special
+    /// files are refused. The digest is recomputed.
+    pub fn load(dir: &Path) -> Result<Self, PackageError> {
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|source| PackageError::Json {
+                what: manifest_path.display().to_string(),
+                source,
+            })?;
+        let mut files = Vec::new();
+        collect_files(dir, dir, &mut files)?;
+        Package::new(&manifest, files)
+    }
+
+    /// The normalized manifest.
+    pub fn manifest(&self) -> &NormalizedManifest {
+        &self.manifest
+    }
+
+    /// The package identity.
+    pub fn identity(&self) -> &PackageId {
+        &self.manifest.identity
+    }
+
+    /// The revision.
+    pub fn revision(&self) -> Revision {
+        self.manifest.revision
+    }
+
+    /// The files, sorted by the bytes of their paths.
+    pub fn files(&self) -> &[PackageFile] {
+        &self.files
+    }
+
+    /// The package digest, computed from the content.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// Compares a digest written somewhere (a pin, a catalog file) with the recomputed
+    /// one.
+    pub fn verify_digest(&self, stated: &Digest) -> Result<(), PackageError> {
+        if *stated == self.digest {
+            Ok(())
+        } else {
+            Err(PackageError::DigestMismatch {
+                what: format!("{} {}", self.identity(), self.revision()),
+                stated: *stated,
+                actual: self.digest,
+            })
+        }
+    }
+}
+
+/// Computes the package digest.
+///
+/// SHA-256 over this framing (integers are unsigned big-endian):
+///
+/// ```text
+/// "evidence-package-digest/v1\0"            version tag
+/// u64 file count
+/// per file, in byte order of its path:
+///     u64 path length, path bytes (UTF-8)
+///     u8  executable bit (0 or 1)
+///     u64 size in bytes
+///     32  SHA-256 of the content
+/// 32  SHA-256 of the normalized manifest in RFC 8785 canonical JSON
+/// ```
+///
+/// and written `sha256:` + lowercase hex.
+fn package_digest(
+    manifest: &NormalizedManifest,
+    files: &[PackageFile],
+) -> Result<Digest, PackageError> {
+    let mut sorted: Vec<&PackageFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut h = Sha256::new();
+    h.update(PACKAGE_DIGEST_TAG);
+    h.update((sorted.len() as u64).to_be_bytes());
+    for file in sorted {
+        h.update((file.path.len() as u64).to_be_bytes());
+        h.update(file.path.as_bytes());
+        h.update([u8::from(file.executable)]);
+        h.update((file.contents.len() as u64).to_be_bytes());
+        h.update(Sha256::digest(&file.contents));
+    }
+    let canonical = manifest.canonical_json()?;
+    h.update(Sha256::digest(canonical.as_bytes()));
+    Ok(Digest::Sha256(h.finalize().into()))
+}
+
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, PackageError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| PackageError::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(PackageError::invalid(
+            "files",
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    if meta.len() > cap {
+        return Err(PackageError::invalid(
+            "files",
+            format!("{} is larger than {cap} bytes", path.display()),
+        ));
+    }
+    std::fs::read(path).map_err(|e| PackageError::io(path, e))
+}
+
+#[cfg(unix)]
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_meta: &std::fs::Metadata) -> bool {
+    false
+}
+
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PackageFile>) -> Result<(), PackageError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| PackageError::io(dir, e))?;
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| PackageError::io(dir, e))?;
+        paths.push(entry.path());
+    }
+    paths.sort();
+    for path in paths {
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| PackageError::io(&path, e))?;
+        let relative = path
+            .strip_prefix(root)
+            .ok()
+            .and_then(|p| p.to_str())
+            .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
+            .ok_or_else(|| PackageError::InvalidPath {
+                field: "files".to_owned(),
+                path: path.display().to_string(),
+                reason: "not a UTF-8 path inside the package",
+            })?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            collect_files(root, &path, out)?;
+        } else if kind.is_file() {
+            if relative == MANIFEST_FILE {
+                continue;
+            }
+            let contents = read_capped(&path, MAX_FILE_BYTES)?;
+            out.push(PackageFile::new(relative, is_executable(&meta), contents));
+        } else {
+            return Err(PackageError::InvalidPath {
+                field: "files".to_owned(),
+                path: relative,
+                reason: "symbolic links and special files are refused",
+            });
+        }
+    }
+    Ok(())
+}

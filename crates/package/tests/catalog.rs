@@ -1,0 +1,238 @@
+//! The catalog of identities and revisions, install state and Auto-oncall profile
+//! validation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{files, manifest, manifest_json, package};
+use evidence_package::{AgentProfile, Catalog, Package, PackageError, Pin, Revision, RevisionRef};
+use evidence_result::{PackageId, Provider};
+use serde_json::json;
+
+fn rev(n: u32) -> Revision {
+    Revision::new(n).unwrap()
+}
+
+/// Clinic v2 (registered, uninstalled) and v3, Manus v2 and Wetech v2 (installed).
+fn catalog() -> Catalog {
+    let mut c = Catalog::new();
+    for (p, r) in [
+        (Provider::Clinic, 2),
+        (Provider::Clinic, 3),
+        (Provider::Manus, 2),
+        (Provider::Wetech, 2),
+    ] {
+        c.register(package(p, r)).unwrap();
+    }
+    c.install(&PackageId::clinic(), rev(3)).unwrap();
+    c.install(&PackageId::manus(), rev(2)).unwrap();
+    c.install(&PackageId::wetech(), rev(2)).unwrap();
+    c
+}
+
+fn profile(c: &Catalog) -> AgentProfile {
+    let pin = |id: PackageId, r: u32| Pin {
+        digest: c.package(&id, rev(r)).unwrap().digest(),
+        identity: id,
+        revision: rev(r),
+    };
+    AgentProfile {
+        agent: "auto_oncall".to_owned(),
+        memory: false,
+        session_recall: false,
+        knowledge_base: false,
+        skills: vec![
+            "evidence-transport".to_owned(),
+            "latency-diagnosis".to_owned(),
+        ],
+        pins: vec![
+            pin(PackageId::clinic(), 3),
+            pin(PackageId::manus(), 2),
+            pin(PackageId::wetech(), 2),
+        ],
+        rollback: vec![RevisionRef {
+            identity: PackageId::clinic(),
+            revision: rev(2),
+        }],
+    }
+}
+
+#[test]
+fn a_valid_profile_reports_three_independent_identities() {
+    let c = catalog();
+    let report = profile(&c).validate(&c).unwrap();
+    assert_eq!(report.packages.len(), 3);
+    let ids: Vec<&str> = report
+        .packages
+        .iter()
+        .map(|p| p.identity.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "managed_auto_oncall_clinic",
+            "managed_auto_oncall_manus",
+            "managed_auto_oncall_wetech"
+        ]
+    );
+    assert_eq!(report.packages[0].revision, rev(3));
+    assert!(c.package(&PackageId::clinic(), rev(2)).is_some());
+    assert!(!c.is_installed(&PackageId::clinic(), rev(2)));
+    assert_eq!(c.revisions(&PackageId::clinic()), vec![rev(2), rev(3)]);
+}
+
+#[test]
+fn agent_features_must_be_off() {
+    let c = catalog();
+    for field in ["memory", "session_recall", "knowledge_base"] {
+        let mut p = serde_json::to_value(profile(&c)).unwrap();
+        p[field] = json!(true);
+        let p: AgentProfile = serde_json::from_value(p).unwrap();
+        let e = p.validate(&c).unwrap_err();
+        assert!(
+            matches!(e, PackageError::FeatureEnabled(f) if f == field),
+            "{e:?}"
+        );
+    }
+    let mut p = profile(&c);
+    p.skills.clear();
+    assert!(p.validate(&c).is_err());
+    let mut p = profile(&c);
+    p.skills.push("latency-diagnosis".to_owned());
+    assert!(p.validate(&c).is_err());
+}
+
+#[test]
+fn pins_must_be_installed_known_and_exact() {
+    let c = catalog();
+    // Pin to the uninstalled rollback revision.
+    let mut p = profile(&c);
+    p.pins[0].revision = rev(2);
+    p.pins[0].digest = c.package(&PackageId::clinic(), rev(2)).unwrap().digest();
+    p.rollback.clear();
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::PinNotInstalled { .. })
+    ));
+    // Pin to an unknown revision.
+    let mut p = profile(&c);
+    p.pins[1].revision = rev(9);
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::UnknownRevision { .. })
+    ));
+    // A digest other than the recomputed one.
+    let mut p = profile(&c);
+    p.pins[2].digest = c.package(&PackageId::clinic(), rev(3)).unwrap().digest();
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::DigestMismatch { .. })
+    ));
+    // Missing and duplicate identities.
+    let mut p = profile(&c);
+    p.pins.pop();
+    assert!(
+        matches!(p.validate(&c), Err(PackageError::MissingPin(id)) if id == PackageId::wetech())
+    );
+    let mut p = profile(&c);
+    let first = p.pins[0].clone();
+    p.pins.push(first);
+    assert!(matches!(p.validate(&c), Err(PackageError::DuplicatePin(_))));
+    let mut p = profile(&c);
+    p.pins[0].identity = PackageId::new("managed_auto_oncall_other").unwrap();
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::UnknownIdentity(_))
+    ));
+}
+
+#[test]
+fn two_installed_revisions_of_one_identity_are_refused() {
+    let mut c = catalog();
+    c.install(&PackageId::clinic(), rev(2)).unwrap();
+    let e = profile(&c).validate(&c).unwrap_err();
+    assert!(
+        matches!(e, PackageError::TwoInstalledRevisions { ref identity, .. } if *identity == PackageId::clinic()),
+        "{e:?}"
+    );
+    c.uninstall(&PackageId::clinic(), rev(2)).unwrap();
+    profile(&c).validate(&c).unwrap();
+}
+
+#[test]
+fn rollback_is_registered_uninstalled_and_bounded() {
+    let c = catalog();
+    let mut p = profile(&c);
+    p.rollback[0].revision = rev(3);
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::InvalidRollback { .. })
+    ));
+    let mut p = profile(&c);
+    p.rollback[0].revision = rev(1);
+    assert!(matches!(
+        p.validate(&c),
+        Err(PackageError::UnknownRevision { .. })
+    ));
+    let mut c4 = catalog();
+    c4.register(package(Provider::Clinic, 1)).unwrap();
+    let mut p = profile(&c4);
+    p.rollback.push(RevisionRef {
+        identity: PackageId::clinic(),
+        revision: rev(1),
+    });
+    assert!(matches!(
+        p.validate(&c4),
+        Err(PackageError::InvalidRollback { .. })
+    ));
+}
+
+#[test]
+fn secret_names_are_never_shared_between_identities() {
+    let mut c = catalog();
+    let mut v = manifest_json(Provider::Manus, 3);
+    v["auth"]["secrets"][0]["name"] = json!("clinic_api_token");
+    let shared = Package::new(&manifest(&v), files()).unwrap();
+    let e = c.register(shared).unwrap_err();
+    match e {
+        PackageError::SharedSecretName { field, name, other } => {
+            assert_eq!(field, "auth.secrets[0].name");
+            assert_eq!(name, "clinic_api_token");
+            assert_eq!(other, PackageId::clinic());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Revisions of one identity share their names freely.
+    c.register(package(Provider::Clinic, 4)).unwrap();
+}
+
+#[test]
+fn a_revision_is_registered_once() {
+    let mut c = catalog();
+    c.register(package(Provider::Clinic, 3)).unwrap();
+    let mut v = manifest_json(Provider::Clinic, 3);
+    v["limits"]["timeout_ms"] = json!(1234);
+    let other = Package::new(&manifest(&v), files()).unwrap();
+    assert!(matches!(
+        c.register(other),
+        Err(PackageError::RevisionConflict { .. })
+    ));
+    assert!(matches!(
+        c.install(&PackageId::clinic(), rev(8)),
+        Err(PackageError::UnknownRevision { .. })
+    ));
+}
+
+#[test]
+fn the_catalog_file_round_trips_with_recomputed_digests() {
+    let c = catalog();
+    let file = c.to_file();
+    assert_eq!(file.revisions.len(), 4);
+    let clinic_v2 = &file.revisions[0];
+    assert_eq!(clinic_v2.revision, rev(2));
+    assert!(!clinic_v2.installed);
+    assert_eq!(
+        clinic_v2.digest,
+        c.package(&PackageId::clinic(), rev(2)).unwrap().digest()
+    );
+}

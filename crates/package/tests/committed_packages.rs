@@ -1,0 +1,422 @@
+//! The committed example packages under `packages/`: argument schemas from
+//! `evidence-policy`, golden digests, the catalog, the Auto-oncall profile and launchers.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use evidence_package::{
+    AgentProfile, CATALOG_FILE, Catalog, CatalogFile, MANIFEST_FILE, Manifest, Package,
+    PackageError, Revision, Template, argument_schema,
+};
+use evidence_result::{Digest, PackageId, PolicySource, Provider};
+
+const PROFILE_FILE: &str = "auto_oncall_agent.json";
+
+/// Golden digests of the committed packages. A change here is a reviewed change of what
+/// ships: regenerate the records with `UPDATE_PACKAGES=1` and copy the new digests here.
+const GOLDEN: [(&str, &str, &str); 4] = [
+    (
+        "managed_auto_oncall_clinic",
+        "v2",
+        "sha256:defeb8e8635763cc11fffbc9ec42b048789bc6a7ca0e84683a0888b0cb56b895",
+    ),
+    (
+        "managed_auto_oncall_clinic",
+        "v3",
+        "sha256:1cd61b46e7d5cb23b96f75083075cf68fa951ca2075ed18df899b5fdd0cd1538",
+    ),
+    (
+        "managed_auto_oncall_manus",
+        "v2",
+        "sha256:886fd9b68007326826f3876bb8177ac1707a1380f1aedafe9b779bbc75a8c6d1",
+    ),
+    (
+        "managed_auto_oncall_wetech",
+        "v2",
+        "sha256:3a8a38a420b1631afc6666943b2e9bdfed0b8cc901ea0d5eebef507974979f94",
+    ),
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packages")
+}
+
+fn package_dir(identity: &str, revision: &str) -> PathBuf {
+    root().join(identity).join(revision)
+}
+
+fn updating() -> bool {
+    std::env::var_os("UPDATE_PACKAGES").is_some_and(|v| v == "1")
+}
+
+fn stale(what: &str) -> ! {
+    panic!(
+        "{what} is stale; run `UPDATE_PACKAGES=1 cargo test -p evidence-package --test committed_packages` \
+         to regenerate it, review the diff and update the golden digests"
+    )
+}
+
+#[test]
+fn manifests_carry_the_policy_argument_schemas() {
+    for (identity, revision, _) in GOLDEN {
+        let path = package_dir(identity, revision).join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut manifest = Manifest::from_json(&text).unwrap();
+        let expected = argument_schema(manifest.provider);
+        if manifest.arguments != expected {
+            if updating() {
+                manifest.arguments = expected;
+                let mut out = serde_json::to_string_pretty(&manifest).unwrap();
+                out.push('\n');
+                std::fs::write(&path, out).unwrap();
+            } else {
+                stale(&path.display().to_string());
+            }
+        }
+        // Taken from the policy crate's types: no provider argument anywhere.
+        assert!(!manifest.arguments.to_string().contains("\"provider\""));
+    }
+}
+
+fn load_all() -> Vec<Package> {
+    GOLDEN
+        .iter()
+        .map(|(identity, revision, _)| Package::load(&package_dir(identity, revision)).unwrap())
+        .collect()
+}
+
+#[test]
+fn catalog_and_profile_record_the_recomputed_digests() {
+    let packages = load_all();
+    let mut catalog = Catalog::new();
+    for p in &packages {
+        catalog.register(p.clone()).unwrap();
+    }
+    let clinic = PackageId::clinic();
+    catalog.install(&clinic, "v3".parse().unwrap()).unwrap();
+    catalog
+        .install(&PackageId::manus(), "v2".parse().unwrap())
+        .unwrap();
+    catalog
+        .install(&PackageId::wetech(), "v2".parse().unwrap())
+        .unwrap();
+    let expected_catalog = serde_json::to_value(catalog.to_file()).unwrap();
+
+    let catalog_path = root().join(CATALOG_FILE);
+    let committed: Option<serde_json::Value> = std::fs::read_to_string(&catalog_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    if committed.as_ref() != Some(&expected_catalog) {
+        if updating() {
+            let mut out = serde_json::to_string_pretty(&catalog.to_file()).unwrap();
+            out.push('\n');
+            std::fs::write(&catalog_path, out).unwrap();
+        } else {
+            stale(&catalog_path.display().to_string());
+        }
+    }
+
+    let profile_path = root().join(PROFILE_FILE);
+    let mut profile =
+        AgentProfile::from_json(&std::fs::read_to_string(&profile_path).unwrap()).unwrap();
+    let mut changed = false;
+    for pin in &mut profile.pins {
+        let digest = catalog
+            .package(&pin.identity, pin.revision)
+            .unwrap()
+            .digest();
+        if pin.digest != digest {
+            pin.digest = digest;
+            changed = true;
+        }
+    }
+    if changed {
+        if updating() {
+            let mut out = serde_json::to_string_pretty(&profile).unwrap();
+            out.push('\n');
+            std::fs::write(&profile_path, out).unwrap();
+        } else {
+            stale(&profile_path.display().to_string());
+        }
+    }
+}
+
+#[test]
+fn golden_digests_of_the_committed_packages() {
+    let packages = load_all();
+    let actual: Vec<String> = packages.iter().map(|p| p.digest().to_string()).collect();
+    let golden: Vec<String> = GOLDEN.iter().map(|(_, _, d)| (*d).to_owned()).collect();
+    assert_eq!(
+        actual, golden,
+        "a committed package changed; if intended, update GOLDEN after review"
+    );
+    // Loading twice recomputes the same digest; all four differ.
+    assert_eq!(
+        load_all().iter().map(Package::digest).collect::<Vec<_>>(),
+        packages.iter().map(Package::digest).collect::<Vec<_>>()
+    );
+    let distinct: BTreeSet<Digest> = packages.iter().map(Package::digest).collect();
+    assert_eq!(distinct.len(), 4);
+}
+
+#[test]
+fn committed_catalog_loads_and_the_auto_oncall_profile_validates() {
+    let catalog = Catalog::load(&root()).unwrap();
+    let profile =
+        AgentProfile::from_json(&std::fs::read_to_string(root().join(PROFILE_FILE)).unwrap())
+            .unwrap();
+    assert!(!profile.memory && !profile.session_recall && !profile.knowledge_base);
+    assert_eq!(profile.skills.len(), 6);
+    let report = profile.validate(&catalog).unwrap();
+
+    let pinned: Vec<(String, String)> = report
+        .packages
+        .iter()
+        .map(|p| (p.identity.to_string(), p.revision.to_string()))
+        .collect();
+    assert_eq!(
+        pinned,
+        [
+            ("managed_auto_oncall_clinic".to_owned(), "v3".to_owned()),
+            ("managed_auto_oncall_manus".to_owned(), "v2".to_owned()),
+            ("managed_auto_oncall_wetech".to_owned(), "v2".to_owned()),
+        ]
+    );
+    // Three independent identities: own secrets, own hosts, own audit streams.
+    let secrets: BTreeSet<&String> = report.packages.iter().flat_map(|p| &p.secrets).collect();
+    assert_eq!(
+        secrets.len(),
+        report
+            .packages
+            .iter()
+            .map(|p| p.secrets.len())
+            .sum::<usize>()
+    );
+    let streams: BTreeSet<&String> = report.packages.iter().map(|p| &p.audit_stream).collect();
+    assert_eq!(streams.len(), 3);
+    for p in &report.packages {
+        assert!(!p.hosts.is_empty());
+        assert_eq!(p.policy_source, PolicySource::TrustedEnvelope);
+    }
+    let wetech = report
+        .packages
+        .iter()
+        .find(|p| p.provider == Provider::Wetech)
+        .unwrap();
+    assert_eq!(wetech.template, Template::Browser);
+
+    // Clinic v2 stays registered but uninstalled: the bounded rollback.
+    let v2: Revision = "v2".parse().unwrap();
+    let v3: Revision = "v3".parse().unwrap();
+    assert!(catalog.package(&PackageId::clinic(), v2).is_some());
+    assert!(!catalog.is_installed(&PackageId::clinic(), v2));
+    assert_eq!(catalog.installed_revisions(&PackageId::clinic()), vec![v3]);
+    assert_eq!(report.rollback.len(), 1);
+    assert_eq!(report.rollback[0].revision, v2);
+    assert_eq!(
+        catalog.to_file(),
+        serde_json::from_str::<CatalogFile>(
+            &std::fs::read_to_string(root().join(CATALOG_FILE)).unwrap()
+        )
+        .unwrap()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn committed_files_keep_a_meaningful_executable_bit() {
+    for p in load_all() {
+        for f in p.files() {
+            let is_entry = f.path() == p.manifest().entrypoint;
+            assert_eq!(f.is_executable(), is_entry, "{} {}", p.identity(), f.path());
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn launchers_exec_the_tool_binary_from_the_runtime_folder() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    let bin_dir = tempfile::tempdir().unwrap();
+    for (tool, identity, revision) in [
+        ("clinic_tool", "managed_auto_oncall_clinic", "v3"),
+        ("clinic_tool", "managed_auto_oncall_clinic", "v2"),
+        ("manus_tool", "managed_auto_oncall_manus", "v2"),
+        ("wetech_tool", "managed_auto_oncall_wetech", "v2"),
+    ] {
+        let fake = bin_dir.path().join(tool);
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\nprintf '%s %s %s %s ' {tool} \"$EVIDENCE_PACKAGE\" \"$EVIDENCE_PACKAGE_REVISION\" \"$*\"\ncat\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+        let package = Package::load(&package_dir(identity, revision)).unwrap();
+        let launcher = package_dir(identity, revision).join(&package.manifest().entrypoint);
+        let mut child = Command::new(&launcher)
+            .arg("--flag")
+            .env("EVIDENCE_TOOL_BIN_DIR", bin_dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"{\"queryId\":\"q\"}")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("{tool} {identity} {revision} --flag {{\"queryId\":\"q\"}}")
+        );
+
+        let out = Command::new(&launcher)
+            .env_remove("EVIDENCE_TOOL_BIN_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("EVIDENCE_TOOL_BIN_DIR is not set"));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_tampered_copy_is_refused_on_load() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let original = Catalog::load(&root()).unwrap();
+    let v3: Revision = "v3".parse().unwrap();
+    let recorded = original.package(&PackageId::clinic(), v3).unwrap().digest();
+
+    let fresh = || {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&root(), dir.path());
+        dir
+    };
+    let pkg = |dir: &Path| dir.join("managed_auto_oncall_clinic/v3");
+
+    // An untouched copy loads with the same digests.
+    let copy = fresh();
+    assert_eq!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    Catalog::load(copy.path()).unwrap();
+
+    // One byte of a file.
+    let copy = fresh();
+    let readme = pkg(copy.path()).join("README.md");
+    let mut bytes = std::fs::read(&readme).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&readme, bytes).unwrap();
+    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert!(matches!(
+        Catalog::load(copy.path()),
+        Err(PackageError::DigestMismatch { .. })
+    ));
+
+    // A file's mode.
+    let copy = fresh();
+    std::fs::set_permissions(
+        pkg(copy.path()).join("README.md"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    let copy = fresh();
+    std::fs::set_permissions(
+        pkg(copy.path()).join("bin/clinic-tool"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    assert!(matches!(
+        Package::load(&pkg(copy.path())),
+        Err(PackageError::EntrypointNotExecutable(_))
+    ));
+
+    // An added file, a removed file.
+    let copy = fresh();
+    std::fs::write(pkg(copy.path()).join("extra.sh"), "echo hi\n").unwrap();
+    assert!(matches!(
+        Package::load(&pkg(copy.path())),
+        Err(PackageError::UnlistedFile(p)) if p == "extra.sh"
+    ));
+    let copy = fresh();
+    std::fs::remove_file(pkg(copy.path()).join("README.md")).unwrap();
+    assert!(matches!(
+        Package::load(&pkg(copy.path())),
+        Err(PackageError::MissingFile(p)) if p == "README.md"
+    ));
+
+    // A manifest field.
+    let copy = fresh();
+    let path = pkg(copy.path()).join(MANIFEST_FILE);
+    let mut manifest = Manifest::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest.limits.timeout_ms += 1;
+    std::fs::write(&path, serde_json::to_string(&manifest).unwrap()).unwrap();
+    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+
+    // Reordered manifest JSON (compact, keys reversed) keeps the digest.
+    let copy = fresh();
+    let path = pkg(copy.path()).join(MANIFEST_FILE);
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let reversed = reverse_keys(&value);
+    std::fs::write(&path, reversed).unwrap();
+    assert_eq!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+
+    // A symbolic link in the package is refused.
+    let copy = fresh();
+    std::os::unix::fs::symlink("/etc/hostname", pkg(copy.path()).join("link")).unwrap();
+    assert!(matches!(
+        Package::load(&pkg(copy.path())),
+        Err(PackageError::InvalidPath { .. })
+    ));
+}
+
+/// Writes a JSON value with every object's keys in reverse order.
+fn reverse_keys(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            keys.reverse();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        serde_json::to_string(k).unwrap(),
+                        reverse_keys(&map[k])
+                    )
+                })
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        serde_json::Value::Array(items) => {
+            format!(
+                "[{}]",
+                items.iter().map(reverse_keys).collect::<Vec<_>>().join(",")
+            )
+        }
+        other => other.to_string(),
+    }
+}
