@@ -30,7 +30,7 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:886fd9b68007326826f3876bb8177ac1707a1380f1aedafe9b779bbc75a8c6d1",
+        "sha256:e6bd68762adefeb089a3f706aa1515b129999b210e8fa6bb5cd6b9eb06d888cb",
     ),
     (
         "managed_auto_oncall_wetech",
