@@ -32,6 +32,31 @@ pub enum ConnectorError {
     /// The request could not be built.
     #[error("cannot build the request: {0}")]
     Request(String),
+    /// A base URL's host is not in the package's network allowlist; nothing was sent.
+    #[error("host {host} is not in the package's network allowlist; no request was sent")]
+    HostNotAllowed {
+        /// The refused host (and port, when the URL names one).
+        host: String,
+    },
+    /// The deployment configuration is invalid (base URL, path template, target,
+    /// allowlist entry); nothing was sent.
+    #[error("invalid connector configuration: {0}")]
+    Config(String),
+    /// An opaque reference does not open for this target and package: edited, expired,
+    /// for the other target, or sealed with a key that is not listed. Deliberately one
+    /// error with one message.
+    #[error("invalid reference: use an instanceRef returned by this tool for this target")]
+    InvalidReference,
+    /// The reference key ring is malformed, or sealing failed. Never holds key material.
+    #[error("reference keys: {0}")]
+    ReferenceKeys(String),
+
+    /// The result contract refused to build a result.
+    #[error("cannot build the result: {0}")]
+    Result(#[from] evidence_result::ResultError),
+    /// The package layer refused (secret binding, output guard, audit record).
+    #[error("package: {0}")]
+    Package(#[from] evidence_package::PackageError),
 }
 
 impl ConnectorError {

@@ -173,8 +173,29 @@ impl ResponseMapper {
             }
             ConnectorError::Sanitize(_) => ("sanitize_failed", FailureClass::Internal, None),
             ConnectorError::Request(_) => ("request_failed", FailureClass::Internal, None),
+            ConnectorError::HostNotAllowed { .. } => {
+                ("host_not_allowed", FailureClass::Internal, None)
+            }
+            ConnectorError::Config(_) => ("invalid_configuration", FailureClass::Internal, None),
+            ConnectorError::InvalidReference => (
+                "invalid_reference",
+                FailureClass::InvalidArgument,
+                Some(
+                    "Use an instanceRef returned by this tool for this target, unchanged, or leave it out.",
+                ),
+            ),
+            ConnectorError::ReferenceKeys(_) => ("reference_keys", FailureClass::Internal, None),
+            ConnectorError::Result(_) => ("result_contract", FailureClass::Internal, None),
+            ConnectorError::Package(_) => ("package", FailureClass::Internal, None),
         };
-        Failure::new(self.code(suffix), class, detail).with_correction(self.correction(class, hint))
+        // A reference is the model's argument, not the provider's: its code has no origin.
+        let code = match error {
+            ConnectorError::InvalidReference => {
+                ErrorCode::new(suffix).unwrap_or_else(|_| self.code(suffix))
+            }
+            _ => self.code(suffix),
+        };
+        Failure::new(code, class, detail).with_correction(self.correction(class, hint))
     }
 
     fn http_failure(

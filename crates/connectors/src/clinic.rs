@@ -1,0 +1,414 @@
+//! The Clinic connector: a bounded batch of `query_range` calls to the Clinic API over
+//! HTTP, on a cluster-scoped path, with a bearer token.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use evidence_policy::{LockedItem, LockedQuery, LockedRequest, MAX_BATCH, TrustedPolicy};
+use evidence_result::{Details, Item, PackageId, Provider, ResultError, ToolResult};
+use futures::StreamExt as _;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+use crate::connector::{failed, finish, identity_failure, internal};
+use crate::prometheus::{
+    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper, fetch,
+};
+use crate::{Connector, ConnectorError, HostAllowlist};
+
+/// Characters escaped in a path segment filled from policy: everything but unreserved.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The placeholders a Clinic path template may use, and the policy value each takes.
+const PLACEHOLDERS: [&str; 4] = ["cluster_id", "account", "parent_id", "keyspace_id"];
+
+/// The Clinic connector's deployment configuration. Nothing here comes from the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClinicConfig {
+    /// The Clinic API base URL (scheme, host, port and an optional path prefix).
+    pub base_url: Url,
+    /// The cluster-scoped `query_range` path below the base URL. Placeholders
+    /// `{cluster_id}` (required), `{account}`, `{parent_id}` and `{keyspace_id}` are
+    /// filled from the trusted policy, each percent-encoded as one path segment.
+    pub query_path_template: String,
+    /// The package's network allowlist; the base URL's host must be in it.
+    pub allowlist: HostAllowlist,
+    /// Body cap and time limit of each query.
+    pub limits: ResponseLimits,
+    /// Queries of one batch that run at once (1 to `evidence_policy::MAX_BATCH`).
+    pub concurrency: usize,
+    /// Prometheus' server-side evaluation `timeout` parameter, when set.
+    pub evaluation_timeout: Option<Duration>,
+}
+
+impl ClinicConfig {
+    /// The Clinic API's cluster-scoped `query_range` path.
+    pub const DEFAULT_QUERY_PATH_TEMPLATE: &'static str =
+        "/api/v1/clusters/{cluster_id}/prometheus/api/v1/query_range";
+    /// Queries of one batch that run at once by default.
+    pub const DEFAULT_CONCURRENCY: usize = 4;
+
+    /// A configuration for the Clinic API at `base_url`, with the default path
+    /// template, limits and concurrency.
+    pub fn new(base_url: Url, allowlist: HostAllowlist) -> Self {
+        ClinicConfig {
+            base_url,
+            query_path_template: Self::DEFAULT_QUERY_PATH_TEMPLATE.to_owned(),
+            allowlist,
+            limits: ResponseLimits::default(),
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            evaluation_timeout: None,
+        }
+    }
+
+    /// Replaces the path template.
+    pub fn with_query_path_template(mut self, template: impl Into<String>) -> Self {
+        self.query_path_template = template.into();
+        self
+    }
+
+    /// Replaces the limits.
+    pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replaces the concurrency.
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// The `query_range` URL for `policy`: the base URL and the template filled from the
+    /// policy, checked against the allowlist. No request is sent.
+    pub fn query_url(&self, policy: &TrustedPolicy) -> Result<Url, ConnectorError> {
+        let base = &self.base_url;
+        if base.query().is_some() || base.fragment().is_some() {
+            return Err(ConnectorError::Config(
+                "the Clinic base URL must not have a query or fragment".to_owned(),
+            ));
+        }
+        self.allowlist.check(base)?;
+        let path = render_template(&self.query_path_template, policy)?;
+        let mut url = base.clone();
+        url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
+        self.allowlist.check(&url)?;
+        Ok(url)
+    }
+}
+
+/// Fills a path template from the policy.
+fn render_template(template: &str, policy: &TrustedPolicy) -> Result<String, ConnectorError> {
+    let bad = |why: String| ConnectorError::Config(format!("Clinic path template: {why}"));
+    if !template.starts_with('/') || template.contains(['?', '#', '\\']) {
+        return Err(bad(
+            "must be an absolute path without query or fragment".to_owned()
+        ));
+    }
+    if !template.contains("{cluster_id}") {
+        return Err(bad("must contain {cluster_id}".to_owned()));
+    }
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| bad("unclosed '{'".to_owned()))?;
+        let name = &after[..close];
+        let value = match name {
+            "cluster_id" => Some(policy.cluster.id.as_str()),
+            "account" => Some(policy.account.as_str()),
+            "parent_id" => policy.cluster.parent_id.as_deref(),
+            "keyspace_id" => policy.cluster.keyspace_id.as_deref(),
+            other => {
+                return Err(bad(format!(
+                    "unknown placeholder {{{other}}}; known: {}",
+                    PLACEHOLDERS.join(", ")
+                )));
+            }
+        }
+        .ok_or_else(|| bad(format!("the policy has no {name} for {{{name}}}")))?;
+        out.extend(utf8_percent_encode(value, SEGMENT));
+        rest = &after[close + 1..];
+    }
+    if rest.contains('}') {
+        return Err(bad("unmatched '}'".to_owned()));
+    }
+    out.push_str(rest);
+    if out.split('/').any(|s| s == ".." || s == ".") {
+        return Err(bad("must not contain '.' or '..' segments".to_owned()));
+    }
+    Ok(out)
+}
+
+/// The secret the Clinic package's auth binding injects: the API bearer token.
+pub struct ClinicSecrets {
+    token: SecretString,
+}
+
+impl fmt::Debug for ClinicSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClinicSecrets")
+            .field("token", &"[REDACTED]")
+            .finish()
+    }
+}
+
+impl ClinicSecrets {
+    /// The secret's name in the package's auth binding.
+    pub const TOKEN: &'static str = "clinic_api_token";
+    /// The environment variable the auth binding injects it as.
+    pub const TOKEN_ENV: &'static str = "CLINIC_API_TOKEN";
+
+    /// The bearer token.
+    pub fn new(token: SecretString) -> Self {
+        ClinicSecrets { token }
+    }
+
+    /// Reads the token from [`ClinicSecrets::TOKEN_ENV`].
+    pub fn from_env() -> Option<Self> {
+        std::env::var(Self::TOKEN_ENV)
+            .ok()
+            .map(|v| ClinicSecrets::new(SecretString::from(v)))
+    }
+
+    /// The bearer token.
+    pub fn token(&self) -> &SecretString {
+        &self.token
+    }
+}
+
+/// The Clinic connector (package `managed_auto_oncall_clinic`).
+///
+/// One call carries a bounded batch. Items rejected while locking are answered as
+/// failed items without any request; the others run with bounded concurrency, each as
+/// one `POST` of a form-encoded `query_range` to the cluster-scoped path, with the
+/// bearer token. Items come back in request order, each with its own status and
+/// request digest; the batch status is `ok`, `partial` or `error`. An execution-time
+/// rejection is `clinic_http_422` with the provider's complete text and a same-turn
+/// correction. Redirects are never followed (they could leave the allowlist).
+#[derive(Debug, Clone)]
+pub struct ClinicConnector {
+    client: reqwest::Client,
+}
+
+impl ClinicConnector {
+    /// A connector with its own HTTP client (no redirects).
+    pub fn new() -> Result<Self, ConnectorError> {
+        Ok(ClinicConnector {
+            client: http_client()?,
+        })
+    }
+}
+
+/// The HTTP client of the HTTP connectors: redirects are never followed.
+pub(crate) fn http_client() -> Result<reqwest::Client, ConnectorError> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(ConnectorError::from_reqwest)
+}
+
+#[async_trait]
+impl Connector for ClinicConnector {
+    type Config = ClinicConfig;
+    type Secrets = ClinicSecrets;
+
+    fn package(&self) -> PackageId {
+        PackageId::clinic()
+    }
+
+    fn provider(&self) -> Provider {
+        Provider::Clinic
+    }
+
+    async fn call(
+        &self,
+        request: &LockedRequest,
+        config: &ClinicConfig,
+        secrets: &ClinicSecrets,
+    ) -> Result<ToolResult, ResultError> {
+        let origin = request.origin();
+        if let Some(f) = identity_failure(request, &self.package(), self.provider()) {
+            return failed(origin, None, None, f);
+        }
+        let mapper = ResponseMapper::new(Provider::Clinic, Redactor::new([secrets.token.clone()]));
+        // Configuration first: a URL outside the allowlist sends nothing.
+        let url = match config.query_url(&request.policy) {
+            Ok(url) => url,
+            Err(e) => return failed(origin, None, None, mapper.failure(&e)),
+        };
+        let run = Run {
+            client: &self.client,
+            url: &url,
+            config,
+            token: &secrets.token,
+            mapper: &mapper,
+            top_k: request.policy.limits.max_series_kept,
+        };
+        let concurrency = config.concurrency.clamp(1, MAX_BATCH as usize);
+        // Futures collected first, so the stream's item type names no closure lifetime.
+        let pending: Vec<_> = request.items.iter().map(|i| run.item(i)).collect();
+        let items: Vec<Item> = futures::stream::iter(pending)
+            .buffered(concurrency)
+            .collect()
+            .await;
+        match Details::batch(origin.clone(), items) {
+            Some(details) => finish(details),
+            None => failed(
+                origin,
+                None,
+                None,
+                internal("clinic_empty_batch", "the locked request has no queries"),
+            ),
+        }
+    }
+}
+
+/// What every item of one call shares.
+struct Run<'a> {
+    client: &'a reqwest::Client,
+    url: &'a Url,
+    config: &'a ClinicConfig,
+    token: &'a SecretString,
+    mapper: &'a ResponseMapper,
+    top_k: u32,
+}
+
+impl Run<'_> {
+    async fn item(&self, item: &LockedItem) -> Item {
+        match item {
+            LockedItem::Ready(query) => self.query(query).await,
+            LockedItem::Rejected {
+                query_id,
+                request_digest,
+                failure,
+            } => Item::failure(query_id.clone(), *request_digest, failure.clone()),
+        }
+    }
+
+    async fn query(&self, query: &LockedQuery) -> Item {
+        let window = query.evidence_window();
+        let mut range = QueryRange::new(query.expr.clone(), window);
+        if let Some(t) = self.config.evaluation_timeout {
+            range = range.with_timeout(t);
+        }
+        let builder = range
+            .post(self.client, self.url.clone())
+            .bearer_auth(self.token.expose_secret());
+        let fetched = fetch(builder, &self.config.limits).await;
+        let mut compaction = Compaction::new(self.top_k)
+            .with_expr(query.expr.clone())
+            .with_window(window);
+        compaction.unit.clone_from(&query.unit);
+        match self.mapper.outcome(fetched, &compaction, &KeepLabels) {
+            Ok(evidence) => {
+                Item::success(query.query_id.clone(), Some(query.request_digest), evidence)
+            }
+            Err(failure) => {
+                Item::failure(query.query_id.clone(), Some(query.request_digest), failure)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy() -> TrustedPolicy {
+        serde_json::from_value(json!({
+            "policy_id": "pol-1",
+            "ticket": "APID-29213",
+            "provider": "clinic",
+            "package": "managed_auto_oncall_clinic",
+            "account": "acct saas",
+            "cluster": {"id": "SaaS01", "tier": "premium", "parent_id": "p-1"},
+            "operation": "query_range",
+            "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
+            "lookback": 3600,
+            "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
+                       "max_series_kept": 20, "max_calls_per_turn": 12},
+            "issued_at": "2026-07-21T22:10:00+08:00",
+            "expires_at": "2026-07-21T23:10:00+08:00"
+        }))
+        .unwrap()
+    }
+
+    fn config(base: &str) -> ClinicConfig {
+        ClinicConfig::new(
+            Url::parse(base).unwrap(),
+            HostAllowlist::new(["clinic.internal.example"]).unwrap(),
+        )
+    }
+
+    #[test]
+    fn cluster_scoped_path_from_policy() {
+        let mut p = policy();
+        let url = config("https://clinic.internal.example/clinic/")
+            .query_url(&p)
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://clinic.internal.example/clinic/api/v1/clusters/SaaS01/prometheus/api/v1/query_range"
+        );
+        let c = config("https://clinic.internal.example")
+            .with_query_path_template("/v2/{account}/{parent_id}/{cluster_id}/query_range");
+        assert_eq!(
+            c.query_url(&p).unwrap().path(),
+            "/v2/acct%20saas/p-1/SaaS01/query_range"
+        );
+        p.cluster.id = "../x/y".to_owned();
+        let url = config("https://clinic.internal.example")
+            .query_url(&p)
+            .unwrap();
+        assert_eq!(
+            url.path(),
+            "/api/v1/clusters/..%2Fx%2Fy/prometheus/api/v1/query_range"
+        );
+    }
+
+    #[test]
+    fn bad_configuration_is_refused() {
+        let p = policy();
+        for template in [
+            "api/{cluster_id}",
+            "/api/v1/query_range",
+            "/api/{cluster}/x",
+            "/api/{cluster_id",
+            "/api/{cluster_id}}/x",
+            "/api/{cluster_id}/../admin",
+            "/api/{cluster_id}?x=1",
+            "/api/{keyspace_id}/{cluster_id}",
+        ] {
+            let c = config("https://clinic.internal.example").with_query_path_template(template);
+            assert!(
+                matches!(c.query_url(&p), Err(ConnectorError::Config(_))),
+                "{template}"
+            );
+        }
+        assert!(matches!(
+            config("https://other.example").query_url(&p),
+            Err(ConnectorError::HostNotAllowed { .. })
+        ));
+        assert!(matches!(
+            config("https://clinic.internal.example/?a=b").query_url(&p),
+            Err(ConnectorError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = ClinicSecrets::new(SecretString::from("tok-very-secret"));
+        assert!(!format!("{s:?}").contains("very-secret"));
+    }
+}

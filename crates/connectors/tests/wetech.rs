@@ -1,0 +1,638 @@
+//! The Wetech connector against real parts: Chromium and ChromeDriver (Debian), a real
+//! Prometheus over the seed fixtures, and the Grafana test front between them. Browser
+//! tests hold the test binary's one `BrowserSlot`, so they run one at a time.
+#![cfg(feature = "wetech")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use evidence_connectors::{
+    BrowserConfig, Connector, HostAllowlist, WebDriverEndpoint, WetechConfig, WetechConnector,
+    WetechSecrets,
+};
+use evidence_policy::{LockedRequest, TrustedPolicy, lock};
+use evidence_result::{Details, FailureClass, PolicySource, Status, ToolResult};
+use evidence_test_support::*;
+use proptest::prelude::*;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use url::Url;
+
+/// A localStorage value the storage state protects (JSON with a token leaf).
+const LOCAL_TOKEN: &str = "ls-token-5d1e2f3a4b5c6d7e";
+
+/// The trusted policy of APID-29213 for Wetech, with the query ids the tests use.
+fn policy() -> TrustedPolicy {
+    let p: TrustedPolicy = serde_json::from_value(json!({
+        "policy_id": "pol-APID-29213-wetech",
+        "ticket": "APID-29213",
+        "provider": "wetech",
+        "package": "managed_auto_oncall_wetech",
+        "account": "acct-saas",
+        "cluster": {"id": CPU_CLUSTER, "tier": "dedicated"},
+        "operation": "query_range",
+        "wetech_query_ids": ["tidb_cpu", "tidb_cpu_saturation", "session_canary"],
+        "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
+        "lookback": 3600,
+        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
+                   "max_series_kept": 20, "max_calls_per_turn": 12},
+        "issued_at": "2026-07-21T22:10:00+08:00",
+        "expires_at": "2026-07-21T23:10:00+08:00"
+    }))
+    .unwrap();
+    p.validate().unwrap();
+    p
+}
+
+/// A Playwright storage state for the front: the session cookie (stored without
+/// `sameSite`, so the Lax default is what makes Chromium accept it), a second cookie
+/// with explicit attributes, a cookie for another site, and a localStorage entry.
+fn storage_state(grafana: &GrafanaFront, session_expires: f64) -> WetechSecrets {
+    let state = json!({
+        "cookies": [
+            {"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
+             "domain": "127.0.0.1", "path": "/", "expires": session_expires,
+             "httpOnly": true, "secure": false},
+            {"name": "grafana_session_expiry", "value": "1893456000", "domain": "127.0.0.1",
+             "path": "/", "expires": 1893456000.0, "httpOnly": false, "secure": false,
+             "sameSite": "Strict"},
+            {"name": "sso_session", "value": "sso-value-0123456789", "domain": ".sso.example",
+             "path": "/", "expires": -1, "httpOnly": true, "secure": true, "sameSite": "None"}
+        ],
+        "origins": [{"origin": grafana.base_url(), "localStorage": [
+            {"name": "grafana.auth", "value": format!("{{\"token\":\"{LOCAL_TOKEN}\"}}")}
+        ]}]
+    });
+    WetechSecrets::new(SecretString::from(state.to_string()))
+}
+
+/// Real Prometheus, the Grafana front, and a fresh folder for the browser profiles.
+struct Env {
+    _prometheus: Prometheus,
+    grafana: GrafanaFront,
+    profiles: tempfile::TempDir,
+}
+
+impl Env {
+    async fn start() -> Self {
+        let prometheus = Prometheus::start(Fixture::Main).await.unwrap();
+        let grafana = GrafanaFront::start(&prometheus.url()).await.unwrap();
+        Env {
+            _prometheus: prometheus,
+            grafana,
+            profiles: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn config(&self, webdriver: WebDriverEndpoint) -> WetechConfig {
+        let chromium = Chromium::find().unwrap();
+        let url = Url::parse(&self.grafana.base_url()).unwrap();
+        let allow = format!("127.0.0.1:{}", url.port().unwrap());
+        WetechConfig::new(
+            url,
+            HostAllowlist::new([allow]).unwrap(),
+            GrafanaFront::DATASOURCE_UID,
+            BrowserConfig::new(chromium.path(), webdriver)
+                .with_profile_parent(self.profiles.path()),
+        )
+    }
+
+    fn attached(&self, driver: &ChromeDriver) -> WetechConfig {
+        self.config(WebDriverEndpoint::Attach {
+            url: Url::parse(&driver.url()).unwrap(),
+        })
+    }
+
+    fn proxy_requests(&self) -> usize {
+        let path = self.grafana.query_range_path();
+        self.grafana
+            .requests()
+            .iter()
+            .filter(|r| r.path == path)
+            .count()
+    }
+
+    /// Every call leaves no profile behind.
+    fn assert_profiles_removed(&self) {
+        let left: Vec<_> = std::fs::read_dir(self.profiles.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "profile folders left behind: {left:?}");
+    }
+}
+
+fn args(query_id: &str, expr: &str, unit: &str) -> Value {
+    json!({"queryId": query_id, "expr": expr, "unit": unit})
+}
+
+fn locked(args: &Value) -> LockedRequest {
+    let p = policy();
+    lock(
+        &p,
+        PolicySource::TrustedEnvelope,
+        args,
+        &WetechConfig::default_scope(),
+    )
+    .unwrap()
+}
+
+/// `text` parses to exactly `details`, and the whole result reads back.
+fn assert_transport(result: &ToolResult) {
+    let parsed: Details = serde_json::from_str(result.text()).unwrap();
+    assert_eq!(&parsed, result.details());
+    ToolResult::from_json(&result.to_json().unwrap()).unwrap();
+}
+
+/// Waits until at most `expected` Chromium processes run (a closed session's
+/// processes take a moment to go).
+async fn wait_for_chromium(expected: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = chromium_process_count();
+        if n <= expected || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn no_secret_in(result: &ToolResult) {
+    let json = result.to_json().unwrap();
+    for secret in [
+        GRAFANA_SESSION_COOKIE_VALUE,
+        LOCAL_TOKEN,
+        "sso-value-0123456789",
+    ] {
+        assert!(!json.contains(secret), "secret in output: {json}");
+    }
+}
+
+#[tokio::test]
+async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
+    let slot = BrowserSlot::acquire().await;
+    let baseline = chromium_process_count();
+    let env = Env::start().await;
+    let driver = ChromeDriver::start(&slot).await.unwrap();
+    let config = env.attached(&driver);
+    let secrets = storage_state(&env.grafana, -1.0);
+    let connector = WetechConnector::new();
+
+    // A real execution-time rejection from Prometheus, through Grafana's proxy.
+    let rejected_args = args("tidb_cpu_saturation", TIDB_MANY_TO_MANY.expr, "ratio");
+    let rejected = connector
+        .call(&locked(&rejected_args), &config, &secrets)
+        .await
+        .unwrap();
+    assert_transport(&rejected);
+    no_secret_in(&rejected);
+    let d = rejected.details();
+    assert_eq!(d.status, Status::Error, "{}", rejected.text());
+    let error = d.error.as_ref().unwrap();
+    assert_eq!(error.code.as_str(), "grafana_http_422");
+    assert_eq!(error.class, FailureClass::QueryRejected);
+    assert_eq!(error.http_status, Some(422));
+    assert_eq!(error.prometheus_error_type.as_deref(), Some("execution"));
+    assert!(error.body_digest.is_some());
+    let detail = d.detail_error.as_deref().unwrap();
+    assert!(
+        detail.starts_with(r#"found duplicate series for the match group {cluster_id="SaaS01"}"#),
+        "{detail}"
+    );
+    assert!(
+        detail.contains(
+            "many-to-many matching not allowed: matching labels must be unique on one side"
+        ),
+        "{detail}"
+    );
+    let correction = d.correction.as_ref().unwrap();
+    assert!(correction.allowed);
+    assert!(correction.instruction.contains("same queryId"));
+    assert!(correction.keep.iter().any(|k| k == "queryId"));
+    assert_eq!(d.query_id.as_ref().unwrap().as_str(), "tidb_cpu_saturation");
+    let rejected_digest = d.request_digest.unwrap();
+    // The model reads the same object from `text`.
+    let text: Value = serde_json::from_str(rejected.text()).unwrap();
+    assert_eq!(text["error"]["code"], "grafana_http_422");
+    assert_eq!(text["detail_error"], detail);
+    env.assert_profiles_removed();
+
+    // The same rejection answered as an /api/ds/query-style error frame.
+    env.grafana.set_error_style(ErrorStyle::DsQueryFrame);
+    let framed = connector
+        .call(&locked(&rejected_args), &config, &secrets)
+        .await
+        .unwrap();
+    assert_transport(&framed);
+    let f = framed.details();
+    let ferror = f.error.as_ref().unwrap();
+    assert_eq!(ferror.code.as_str(), "grafana_http_422");
+    assert_eq!(ferror.prometheus_error_type.as_deref(), Some("execution"));
+    assert_eq!(f.detail_error.as_deref(), Some(detail));
+    assert_ne!(
+        ferror.body_digest, error.body_digest,
+        "digest of the frame's own body"
+    );
+    env.grafana.set_error_style(ErrorStyle::PassThrough);
+    env.assert_profiles_removed();
+
+    // The corrected call, same queryId: real data, another request digest.
+    let corrected = connector
+        .call(
+            &locked(&args(
+                "tidb_cpu_saturation",
+                TIDB_CPU_SATURATION.expr,
+                "ratio",
+            )),
+            &config,
+            &secrets,
+        )
+        .await
+        .unwrap();
+    assert_transport(&corrected);
+    no_secret_in(&corrected);
+    let c = corrected.details();
+    assert_eq!(c.status, Status::Ok, "{}", corrected.text());
+    assert_eq!(c.query_id.as_ref().unwrap().as_str(), "tidb_cpu_saturation");
+    assert_ne!(c.request_digest.unwrap(), rejected_digest);
+    let evidence = c.evidence.as_ref().unwrap();
+    assert_eq!(evidence.series_count, 56);
+    assert_eq!(evidence.unit.as_deref(), Some("ratio"));
+    assert!((evidence.top_peak().unwrap() - 22.84 / 32.0).abs() < FIGURE_TOLERANCE);
+    assert_eq!(env.proxy_requests(), 3);
+    env.assert_profiles_removed();
+
+    drop(driver);
+    assert_eq!(wait_for_chromium(baseline).await, baseline);
+    drop(slot);
+}
+
+#[tokio::test]
+async fn unit_rejection_starts_no_browser_then_corrected_call_succeeds() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let secrets = storage_state(&env.grafana, -1.0);
+    let connector = WetechConnector::new();
+    let chromium_before = chromium_process_count();
+    let drivers_before = chromedriver_process_count();
+
+    // A WebDriver endpoint that records any contact: it must never be reached.
+    let tripwire = TcpListener::bind("127.0.0.1:0").unwrap();
+    tripwire.set_nonblocking(true).unwrap();
+    let config = env.config(WebDriverEndpoint::Attach {
+        url: Url::parse(&format!("http://{}", tripwire.local_addr().unwrap())).unwrap(),
+    });
+    let p = policy();
+    let bad = args("tidb_cpu", TIDB_CPU.expr, "cores per second!");
+    let rejected = connector
+        .lock_and_call(&p, PolicySource::TrustedEnvelope, &bad, &config, &secrets)
+        .await
+        .unwrap();
+    assert_transport(&rejected);
+    let d = rejected.details();
+    let error = d.error.as_ref().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::InvalidArgument,
+        "{}",
+        rejected.text()
+    );
+    assert_eq!(error.code.as_str(), "invalid_unit");
+    assert!(d.detail_error.as_deref().unwrap().contains("unit"));
+    assert!(d.correction.as_ref().unwrap().allowed);
+    assert!(
+        d.request_digest.is_some(),
+        "actionable rejection carries its digest"
+    );
+    let rejected_digest = d.request_digest.unwrap();
+    assert!(
+        matches!(tripwire.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the WebDriver endpoint was contacted"
+    );
+    assert_eq!(
+        chromium_process_count(),
+        chromium_before,
+        "a browser started"
+    );
+    assert_eq!(chromedriver_process_count(), drivers_before);
+    assert!(env.grafana.requests().is_empty(), "Grafana was contacted");
+    env.assert_profiles_removed();
+
+    // The corrected call runs, here with ChromeDriver spawned by the connector itself.
+    let chromedriver = which("chromedriver");
+    let config = env.config(WebDriverEndpoint::Spawn { chromedriver });
+    let good = args("tidb_cpu", TIDB_CPU.expr, "cores");
+    let result = connector
+        .lock_and_call(&p, PolicySource::TrustedEnvelope, &good, &config, &secrets)
+        .await
+        .unwrap();
+    assert_transport(&result);
+    no_secret_in(&result);
+    let d = result.details();
+    assert_eq!(d.status, Status::Ok, "{}", result.text());
+    assert_ne!(d.request_digest.unwrap(), rejected_digest);
+    let evidence = d.evidence.as_ref().unwrap();
+    assert_eq!(evidence.series_count, 56);
+    assert_eq!(evidence.unit.as_deref(), Some("cores"));
+    assert!((evidence.top_peak().unwrap() - 22.84).abs() < FIGURE_TOLERANCE);
+    assert_eq!(evidence.series[0].points, 61);
+    assert!(evidence.truncated);
+    env.assert_profiles_removed();
+    // The spawned driver and its browser are gone.
+    assert_eq!(chromedriver_process_count(), drivers_before);
+    assert_eq!(wait_for_chromium(chromium_before).await, chromium_before);
+    drop(slot);
+}
+
+#[tokio::test]
+async fn expired_or_missing_session_is_authentication_once_without_retry() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let driver = ChromeDriver::start(&slot).await.unwrap();
+    let config = env.attached(&driver);
+    let connector = WetechConnector::new();
+    let request = locked(&args("tidb_cpu", TIDB_CPU.expr, "cores"));
+
+    // The stored session cookie expired yesterday: the browser drops it.
+    let yesterday = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 86_400) as f64;
+    let expired = storage_state(&env.grafana, yesterday);
+    let result = connector.call(&request, &config, &expired).await.unwrap();
+    assert_transport(&result);
+    no_secret_in(&result);
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::Authentication,
+        "{}",
+        result.text()
+    );
+    assert_eq!(error.code.as_str(), "grafana_login_redirect");
+    // Grafana's own answer for the session joins the failure.
+    assert_eq!(error.http_status, Some(401));
+    assert!(error.body_digest.is_some());
+    let detail = result.details().detail_error.as_deref().unwrap();
+    assert!(detail.contains("Unauthorized"), "{detail}");
+    assert!(!result.details().correction.as_ref().unwrap().allowed);
+    assert!(error.class.is_shared());
+    let landings = |env: &Env| {
+        env.grafana
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/")
+            .count()
+    };
+    assert_eq!(landings(&env), 1, "one landing page, no retry");
+    assert_eq!(env.proxy_requests(), 0, "no query after the login redirect");
+    env.assert_profiles_removed();
+
+    let valid = storage_state(&env.grafana, -1.0);
+
+    // A valid session without the permission: 403 from the proxy is authorization.
+    env.grafana.set_forbidden(true);
+    let result = connector.call(&request, &config, &valid).await.unwrap();
+    assert_transport(&result);
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::Authorization,
+        "{}",
+        result.text()
+    );
+    assert_eq!(error.code.as_str(), "grafana_http_403");
+    assert_eq!(env.proxy_requests(), 1);
+    env.grafana.set_forbidden(false);
+
+    // Grafana's health has no version: readiness, and no cookie or query is sent.
+    env.grafana.set_health(HealthMode::NoVersion);
+    let before = env.grafana.requests().len();
+    let result = connector.call(&request, &config, &valid).await.unwrap();
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(error.class, FailureClass::Readiness, "{}", result.text());
+    assert_eq!(error.code.as_str(), "grafana_not_ready");
+    let after: Vec<_> = env.grafana.requests()[before..]
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    let proxy = env.grafana.query_range_path();
+    assert!(
+        after.iter().all(|p| p != "/" && *p != proxy),
+        "landing page or query after a failed readiness check: {after:?}"
+    );
+    env.assert_profiles_removed();
+    drop(driver);
+    drop(slot);
+}
+
+#[tokio::test]
+async fn user_agent_major_matches_the_client_hints() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let driver = ChromeDriver::start(&slot).await.unwrap();
+    let identity = WetechConnector::new()
+        .browser_identity(&env.attached(&driver))
+        .await
+        .unwrap();
+    let major = driver.chromium().major_version().unwrap();
+    assert_eq!(identity.user_agent_major(), Some(major), "{identity:?}");
+    assert_eq!(identity.brand_major(), Some(major), "{identity:?}");
+    assert!(identity.is_consistent());
+    assert_eq!(identity.user_agent, identity.launched_user_agent);
+    assert!(!identity.user_agent.contains("Headless"), "{identity:?}");
+    assert!(identity.browser_version.starts_with(&format!("{major}.")));
+    env.assert_profiles_removed();
+    drop(driver);
+    drop(slot);
+}
+
+#[tokio::test]
+async fn planted_cookie_value_in_a_metric_label_is_blocked() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let driver = ChromeDriver::start(&slot).await.unwrap();
+    let config = env.attached(&driver);
+    let secrets = storage_state(&env.grafana, -1.0);
+    let result = WetechConnector::new()
+        .call(
+            &locked(&args("session_canary", SESSION_CANARY.expr, "sessions")),
+            &config,
+            &secrets,
+        )
+        .await
+        .unwrap();
+    assert_transport(&result);
+    // The real provider answered the series, label and all; the guard withheld it.
+    assert_eq!(env.proxy_requests(), 1);
+    let d = result.details();
+    let error = d.error.as_ref().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::OutputBlocked,
+        "{}",
+        result.text()
+    );
+    assert_eq!(error.code.as_str(), "output_blocked");
+    assert!(d.evidence.is_none());
+    let detail = d.detail_error.as_deref().unwrap();
+    assert!(
+        detail.contains("wetech_storage_state: cookie `grafana_session`"),
+        "{detail}"
+    );
+    no_secret_in(&result);
+    env.assert_profiles_removed();
+    drop(driver);
+    drop(slot);
+}
+
+#[tokio::test]
+async fn browser_that_cannot_start_is_browser_runtime() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let secrets = storage_state(&env.grafana, -1.0);
+    let request = locked(&args("tidb_cpu", TIDB_CPU.expr, "cores"));
+    let connector = WetechConnector::new();
+
+    // Nothing listens where the WebDriver server should be.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let config = env.config(WebDriverEndpoint::Attach {
+        url: Url::parse(&format!("http://{addr}")).unwrap(),
+    });
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    assert_transport(&result);
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::BrowserRuntime,
+        "{}",
+        result.text()
+    );
+    assert_eq!(error.code.as_str(), "wetech_browser_start_failed");
+    assert!(!result.details().correction.as_ref().unwrap().allowed);
+    env.assert_profiles_removed();
+
+    // ChromeDriver runs, but the browser program does not exist.
+    let driver = ChromeDriver::start(&slot).await.unwrap();
+    let mut config = env.attached(&driver);
+    config.browser.chromium = env.profiles.path().join("no-such-chromium");
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::BrowserRuntime,
+        "{}",
+        result.text()
+    );
+    env.assert_profiles_removed();
+
+    // A Grafana host outside the allowlist starts nothing.
+    let mut config = env.attached(&driver);
+    config.allowlist = HostAllowlist::new(["grafana.wetech.internal.example"]).unwrap();
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(error.code.as_str(), "grafana_host_not_allowed");
+    assert!(env.grafana.requests().is_empty());
+    drop(driver);
+    drop(slot);
+}
+
+/// Arguments the lock rejects: a unit that is no plain label, a field the platform
+/// fixes, a query id the policy does not authorize, another cluster, a read outside
+/// the window, PromQL that does not parse.
+fn rejected_args() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        "[a-z]{1,8}[!@#$^&*(){}<>?;:'\"]{1,3}".prop_map(|unit| args(
+            "tidb_cpu",
+            TIDB_CPU.expr,
+            &unit
+        )),
+        prop_oneof![
+            Just("provider"),
+            Just("cluster"),
+            Just("ticket"),
+            Just("start"),
+            Just("url"),
+            Just("host"),
+        ]
+        .prop_map(|field| {
+            let mut a = args("tidb_cpu", TIDB_CPU.expr, "cores");
+            a[field] = json!("SaaS99");
+            a
+        }),
+        "[a-z]{3,10}_x".prop_map(|id| args(&id, TIDB_CPU.expr, "cores")),
+        "[A-Za-z0-9]{3,8}"
+            .prop_filter("another cluster", |c| c != CPU_CLUSTER)
+            .prop_map(|c| args("tidb_cpu", &format!("up{{cluster_id=\"{c}\"}}"), "cores")),
+        (2u32..400).prop_map(|d| args(
+            "tidb_cpu",
+            &format!("rate(process_cpu_seconds_total[5m] offset {d}d)"),
+            "cores"
+        )),
+        "[a-z_]{1,10}\\(\\[".prop_map(|expr| args("tidb_cpu", &expr, "cores")),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the lock rejects is answered without contacting the WebDriver server,
+    /// Grafana, or creating a browser profile: nothing starts before the request locks.
+    #[test]
+    fn rejected_calls_never_start_a_browser(bad in rejected_args()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let tripwire = TcpListener::bind("127.0.0.1:0").unwrap();
+            tripwire.set_nonblocking(true).unwrap();
+            let grafana = TcpListener::bind("127.0.0.1:0").unwrap();
+            grafana.set_nonblocking(true).unwrap();
+            let profiles = tempfile::tempdir().unwrap();
+            let config = WetechConfig::new(
+                Url::parse(&format!("http://{}", grafana.local_addr().unwrap())).unwrap(),
+                HostAllowlist::new(["127.0.0.1"]).unwrap(),
+                GrafanaFront::DATASOURCE_UID,
+                BrowserConfig::new(
+                    "/usr/bin/chromium",
+                    WebDriverEndpoint::Attach {
+                        url: Url::parse(&format!("http://{}", tripwire.local_addr().unwrap())).unwrap(),
+                    },
+                )
+                .with_profile_parent(profiles.path()),
+            );
+            let secrets = WetechSecrets::new(SecretString::from(json!({"cookies": [
+                {"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
+                 "domain": "127.0.0.1", "path": "/"}]}).to_string()));
+            let result = WetechConnector::new()
+                .lock_and_call(&policy(), PolicySource::TrustedEnvelope, &bad, &config, &secrets)
+                .await
+                .unwrap();
+            assert_transport(&result);
+            let class = result.details().error.as_ref().unwrap().class;
+            assert!(
+                matches!(class, FailureClass::InvalidArgument | FailureClass::PolicyViolation),
+                "{}", result.text()
+            );
+            for listener in [&tripwire, &grafana] {
+                assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+            }
+            assert_eq!(std::fs::read_dir(profiles.path()).unwrap().count(), 0);
+        });
+    }
+}
+
+fn which(program: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain([Path::new("/usr/bin").to_owned()])
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} not found: apt-get install -y chromium chromium-driver")
+        })
+}
