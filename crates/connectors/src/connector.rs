@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use evidence_package::NetworkPolicy;
-use evidence_policy::LockedRequest;
+use evidence_policy::{LockedItem, LockedQuery, LockedRequest};
 use evidence_result::{
     Correction, Details, ErrorCode, Failure, FailureClass, Origin, PackageId, Provider, QueryId,
     RequestDigest, ResultError, ToolResult,
@@ -232,6 +232,46 @@ pub(crate) fn internal(code: &str, detail: impl Into<String>) -> Failure {
         None,
         Vec::new(),
     ))
+}
+
+/// The one ready query of a one-operation package (Manus, Wetech), or the finished
+/// result that answers the request instead: the request is for another package or
+/// provider, its one item was rejected while locking, or it does not hold exactly one
+/// item (`<code_prefix>_invalid_request`).
+pub(crate) fn single_query<'r>(
+    request: &'r LockedRequest,
+    package: &PackageId,
+    provider: Provider,
+    code_prefix: &str,
+) -> Result<&'r LockedQuery, Box<Result<ToolResult, ResultError>>> {
+    let origin = request.origin();
+    if let Some(f) = identity_failure(request, package, provider) {
+        return Err(Box::new(failed(origin, None, None, f)));
+    }
+    match request.items.as_slice() {
+        [LockedItem::Ready(q)] => Ok(q),
+        [
+            LockedItem::Rejected {
+                query_id,
+                request_digest,
+                failure,
+            },
+        ] => Err(Box::new(failed(
+            origin,
+            Some(query_id.clone()),
+            *request_digest,
+            failure.clone(),
+        ))),
+        _ => Err(Box::new(failed(
+            origin,
+            None,
+            None,
+            internal(
+                &format!("{code_prefix}_invalid_request"),
+                format!("the {code_prefix} connector runs exactly one locked query per call"),
+            ),
+        ))),
+    }
 }
 
 /// The failure for a request that is not for this connector's package and provider;

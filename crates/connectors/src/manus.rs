@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedItem, LockedQuery, LockedRequest, ManusTarget, bind_label};
+use evidence_policy::{LockedQuery, LockedRequest, ManusTarget, bind_label};
 use evidence_result::{
     Correction, Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider,
     ResultError, ToolResult,
@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::address::{AddressSealer, INSTANCE_LABEL};
 use crate::clinic::http_client;
-use crate::connector::{failed, finish, identity_failure, internal, unix_now};
+use crate::connector::{failed, finish, internal, single_query, unix_now};
 use crate::prometheus::{
     Compaction, QueryRange, RawResponse, Redactor, ResponseLimits, ResponseMapper, fetch,
 };
@@ -252,36 +252,9 @@ impl Connector for ManusConnector {
         secrets: &ManusSecrets,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
-        if let Some(f) = identity_failure(request, &self.package(), self.provider()) {
-            return failed(origin, None, None, f);
-        }
-        let query = match request.items.as_slice() {
-            [LockedItem::Ready(q)] => q,
-            [
-                LockedItem::Rejected {
-                    query_id,
-                    request_digest,
-                    failure,
-                },
-            ] => {
-                return failed(
-                    origin,
-                    Some(query_id.clone()),
-                    *request_digest,
-                    failure.clone(),
-                );
-            }
-            _ => {
-                return failed(
-                    origin,
-                    None,
-                    None,
-                    internal(
-                        "manus_invalid_request",
-                        "the Manus connector runs exactly one locked query per call",
-                    ),
-                );
-            }
+        let query = match single_query(request, &self.package(), self.provider(), "manus") {
+            Ok(q) => q,
+            Err(done) => return *done,
         };
         let fail = |failure: Failure| {
             failed(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use evidence_package::{GuardBuilder, OutputGuard};
-use evidence_policy::{LockedItem, LockedQuery, LockedRequest, TrustedPolicy, lock};
+use evidence_policy::{LockedQuery, LockedRequest, TrustedPolicy, lock};
 use evidence_result::{
     Details, ErrorCode, Evidence, Failure, FailureClass, Origin, PackageId, PolicySource, Provider,
     ResultError, ToolResult,
@@ -24,7 +24,7 @@ use super::frame::error_frame;
 use super::identity::{BrowserIdentity, PageIdentity};
 use super::script;
 use super::storage::StorageState;
-use crate::connector::{failed, finish, identity_failure, internal};
+use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
     Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
 };
@@ -179,36 +179,9 @@ impl Connector for WetechConnector {
         secrets: &WetechSecrets,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
-        if let Some(f) = identity_failure(request, &self.package(), self.provider()) {
-            return failed(origin, None, None, f);
-        }
-        let query = match request.items.as_slice() {
-            [LockedItem::Ready(q)] => q,
-            [
-                LockedItem::Rejected {
-                    query_id,
-                    request_digest,
-                    failure,
-                },
-            ] => {
-                return failed(
-                    origin,
-                    Some(query_id.clone()),
-                    *request_digest,
-                    failure.clone(),
-                );
-            }
-            _ => {
-                return failed(
-                    origin,
-                    None,
-                    None,
-                    internal(
-                        "wetech_invalid_request",
-                        "the Wetech connector runs exactly one locked query per call",
-                    ),
-                );
-            }
+        let query = match single_query(request, &self.package(), self.provider(), "wetech") {
+            Ok(q) => q,
+            Err(done) => return *done,
         };
         let query_id = Some(query.query_id.clone());
         let digest = Some(query.request_digest);
