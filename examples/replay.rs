@@ -250,7 +250,23 @@ struct Session<'a> {
     turn: Turn,
 }
 
-impl Session<'_> {
+impl<'a> Session<'a> {
+    /// A new turn of at most 8 calls.
+    fn new(keys: &'a KeyRing, signer: &'a PolicySigner) -> Self {
+        Session {
+            keys,
+            signer,
+            turn: Turn::new(TurnLimits::new(8)),
+        }
+    }
+
+    /// Ends the turn: materializes it, prints its summary and returns the handoff.
+    fn finish(self) -> Result<Handoff, Box<dyn Error>> {
+        let handoff = self.turn.into_handoff()?;
+        print_handoff(&handoff)?;
+        Ok(handoff)
+    }
+
     async fn call<C: Connector>(
         &mut self,
         deployed: &Deployed<'_, C>,
@@ -441,18 +457,12 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         support::APID_29213_END,
         json!({}),
     )?;
-    let mut session = Session {
-        keys: &keys,
-        signer: &signer,
-        turn: Turn::new(TurnLimits::new(8)),
-    };
+    let mut session = Session::new(&keys, &signer);
     let r = session.call(&clinic_d, &p, json!({
         "queries": [{"queryId": "tidb_cpu", "expr": "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))", "step": "15s", "unit": "cores"}]
     })).await?;
     println!("  call 1: {}", describe(&r));
-    let h = session.turn.into_handoff()?;
-    print_handoff(&h)?;
-    handoffs.push(("APID-29213", h));
+    handoffs.push(("APID-29213", session.finish()?));
 
     println!("\n-- ST-2865: SaaS02 memory, bounded 60-minute window on 2026-08-05 (Clinic v3) --");
     let p = policy(
@@ -464,11 +474,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         support::ST_2865_END,
         json!({}),
     )?;
-    let mut session = Session {
-        keys: &keys,
-        signer: &signer,
-        turn: Turn::new(TurnLimits::new(8)),
-    };
+    let mut session = Session::new(&keys, &signer);
     let r = session.call(&clinic_d, &p, json!({
         "queries": [{"queryId": "mem_used_pct", "expr": "100 * (1 - node_memory_MemAvailable_bytes{job=\"node\"} / node_memory_MemTotal_bytes{job=\"node\"})", "step": "15s", "unit": "%"}]
     })).await?;
@@ -477,9 +483,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "queries": [{"queryId": "tikv_engine_size", "expr": "sum by (instance) (tikv_engine_size_bytes{job=\"tikv\"})", "step": "15s", "unit": "bytes"}]
     })).await?;
     println!("  call 2: {}", describe(&r));
-    let h = session.turn.into_handoff()?;
-    print_handoff(&h)?;
-    handoffs.push(("ST-2865", h));
+    handoffs.push(("ST-2865", session.finish()?));
 
     // ---- Manus vida: opaque references ----
     println!("\n-- Manus target vida: SaaS01 TiDB CPU, instance addresses as opaque references --");
@@ -539,11 +543,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         support::APID_29213_END,
         json!({"manus_target": "vida"}),
     )?;
-    let mut session = Session {
-        keys: &keys,
-        signer: &signer,
-        turn: Turn::new(TurnLimits::new(8)),
-    };
+    let mut session = Session::new(&keys, &signer);
     let r = session.call(&manus_d, &p, json!({
         "queryId": "vida_tidb_cpu", "expr": "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))", "step": "15s"
     })).await?;
@@ -565,9 +565,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "queryId": "vida_top_instance_cpu", "expr": "rate(process_cpu_seconds_total{job=\"tidb\"}[1m])", "step": "15s", "instanceRef": reference
     })).await?;
     println!("  call 2 (instanceRef passed back): {}", describe(&r));
-    let h = session.turn.into_handoff()?;
-    print_handoff(&h)?;
-    handoffs.push(("manus-vida", h));
+    handoffs.push(("manus-vida", session.finish()?));
 
     // ---- Wetech: unit rejection corrected in the same turn ----
     println!("\n-- Wetech: a `unit` rejection corrected in the same turn --");
@@ -610,11 +608,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         support::APID_29213_END,
         json!({"wetech_query_ids": ["tidb_cpu"]}),
     )?;
-    let mut session = Session {
-        keys: &keys,
-        signer: &signer,
-        turn: Turn::new(TurnLimits::new(8)),
-    };
+    let mut session = Session::new(&keys, &signer);
     let expr = "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))";
     let r = session.call(&wetech_d, &p, json!({
         "queryId": "tidb_cpu", "expr": expr, "step": "15s", "unit": "CPU cores, summed over all TiDB instances"
@@ -669,9 +663,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
             describe(&recorded)
         );
     }
-    let h = session.turn.into_handoff()?;
-    print_handoff(&h)?;
-    handoffs.push(("wetech", h));
+    handoffs.push(("wetech", session.finish()?));
 
     if mode == Mode::Record {
         backends.write_recordings()?;
