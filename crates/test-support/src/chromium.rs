@@ -5,12 +5,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
 use crate::TestSupportError;
-use crate::process::{CHROMIUM_INSTALL, find_program, free_loopback_port, log_tail};
+use crate::process::{CHROMIUM_INSTALL, Readiness, find_program, free_loopback_port, log_tail};
 
 /// How long ChromeDriver may take to answer `/status` with `ready: true`.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -178,36 +178,16 @@ impl ChromeDriver {
     }
 
     async fn wait_ready(&self) -> Result<(), TestSupportError> {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| TestSupportError::Task(e.to_string()))?;
-        let url = format!("{}/status", self.url());
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = self.exit_status() {
-                return Err(TestSupportError::NotReady {
-                    program: "chromedriver",
-                    detail: format!(
-                        "exited with {status}; log: {}",
-                        log_tail(&self.log_path(), 2048)
-                    ),
-                });
-            }
-            if let Ok(resp) = client.get(&url).send().await
-                && let Ok(body) = resp.bytes().await
-                && is_ready(&body)
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(TestSupportError::NotReady {
-                    program: "chromedriver",
-                    detail: format!("{url} not ready within {READY_TIMEOUT:?}"),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+        let log_path = self.log_path();
+        Readiness {
+            program: "chromedriver",
+            url: format!("{}/status", self.url()),
+            log_path: &log_path,
+            timeout: READY_TIMEOUT,
+            poll: Duration::from_millis(25),
         }
+        .wait(|| self.exit_status(), |_, body| is_ready(body))
+        .await
     }
 
     fn exit_status(&self) -> Option<std::process::ExitStatus> {

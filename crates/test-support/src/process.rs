@@ -2,6 +2,8 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
 
 use crate::TestSupportError;
 
@@ -47,5 +49,68 @@ pub(crate) fn log_tail(path: &Path, max: usize) -> String {
             String::from_utf8_lossy(&bytes[start..]).into_owned()
         }
         Err(e) => format!("(no log at {}: {e})", path.display()),
+    }
+}
+
+/// How to tell that a started process is ready: poll `url` until `ready` accepts the
+/// answer, failing early (with the log tail) when the process exits and failing after
+/// `timeout` otherwise.
+pub(crate) struct Readiness<'a> {
+    /// The program, for error messages.
+    pub(crate) program: &'static str,
+    /// The URL polled.
+    pub(crate) url: String,
+    /// The process's log file.
+    pub(crate) log_path: &'a Path,
+    /// How long to wait in all.
+    pub(crate) timeout: Duration,
+    /// Pause between polls.
+    pub(crate) poll: Duration,
+}
+
+impl Readiness<'_> {
+    /// Polls until ready. `exit_status` reports whether the process has exited; `ready`
+    /// judges an answer by its status and body.
+    pub(crate) async fn wait(
+        &self,
+        exit_status: impl Fn() -> Option<ExitStatus>,
+        ready: impl Fn(reqwest::StatusCode, &[u8]) -> bool,
+    ) -> Result<(), TestSupportError> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| TestSupportError::Task(e.to_string()))?;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(status) = exit_status() {
+                return Err(TestSupportError::NotReady {
+                    program: self.program,
+                    detail: format!(
+                        "exited with {status}; log: {}",
+                        log_tail(self.log_path, 2048)
+                    ),
+                });
+            }
+            if let Ok(resp) = client.get(&self.url).send().await {
+                let status = resp.status();
+                if let Ok(body) = resp.bytes().await
+                    && ready(status, &body)
+                {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(TestSupportError::NotReady {
+                    program: self.program,
+                    detail: format!(
+                        "no answer from {} within {:?}; log: {}",
+                        self.url,
+                        self.timeout,
+                        log_tail(self.log_path, 2048)
+                    ),
+                });
+            }
+            tokio::time::sleep(self.poll).await;
+        }
     }
 }

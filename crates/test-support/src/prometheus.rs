@@ -4,12 +4,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use tempfile::TempDir;
 
-use crate::process::{PROMETHEUS_INSTALL, find_program, free_loopback_port, log_tail};
+use crate::process::{PROMETHEUS_INSTALL, Readiness, find_program, free_loopback_port, log_tail};
 use crate::{Fixture, TestSupportError};
 
 /// The source of the fixture generator, which keys the block cache.
@@ -99,36 +99,16 @@ impl Prometheus {
     }
 
     async fn wait_ready(&self) -> Result<(), TestSupportError> {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| TestSupportError::Task(e.to_string()))?;
-        let url = format!("{}/-/ready", self.url());
         let log_path = self.log_path();
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = self.exit_status() {
-                return Err(TestSupportError::NotReady {
-                    program: "prometheus",
-                    detail: format!("exited with {status}; log: {}", log_tail(&log_path, 2048)),
-                });
-            }
-            if let Ok(resp) = client.get(&url).send().await
-                && resp.status().is_success()
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(TestSupportError::NotReady {
-                    program: "prometheus",
-                    detail: format!(
-                        "no answer from {url} within {READY_TIMEOUT:?}; log: {}",
-                        log_tail(&log_path, 2048)
-                    ),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        Readiness {
+            program: "prometheus",
+            url: format!("{}/-/ready", self.url()),
+            log_path: &log_path,
+            timeout: READY_TIMEOUT,
+            poll: Duration::from_millis(50),
         }
+        .wait(|| self.exit_status(), |status, _| status.is_success())
+        .await
     }
 
     fn exit_status(&self) -> Option<std::process::ExitStatus> {
