@@ -364,7 +364,7 @@ fn describe(result: &ToolResult) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        one(&status, d.evidence.as_ref(), d.error.as_ref())
+        one(&status, d.evidence.as_deref(), d.error.as_ref())
     } else {
         d.items
             .iter()
@@ -374,7 +374,7 @@ fn describe(result: &ToolResult) -> String {
                     i.query_id,
                     one(
                         if i.is_failed() { "error" } else { "ok" },
-                        i.evidence.as_ref(),
+                        i.evidence.as_deref(),
                         i.error.as_ref()
                     )
                 )

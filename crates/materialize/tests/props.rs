@@ -228,7 +228,7 @@ fn check_handoff(exps: &[Exp], h: &Handoff) -> Result<(), TestCaseError> {
             prop_assert_eq!(o.details.request_digest, a.digest);
             prop_assert_eq!(o.details.is_failed(), a.status == Outcome::Failed);
             prop_assert_eq!(
-                o.details.evidence.as_ref().map(Evidence::is_no_data),
+                o.details.evidence.as_deref().map(Evidence::is_no_data),
                 match a.status {
                     Outcome::Ok => Some(false),
                     Outcome::NoData => Some(true),

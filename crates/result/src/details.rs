@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -127,8 +129,10 @@ pub struct Item {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_digest: Option<RequestDigest>,
     /// Compact evidence on success.
+    // Shared: evidence never changes once a result holds it, and whoever needs it again
+    // (a handoff, a view) clones the handle instead of the series.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Arc<Evidence>>,
     /// Error on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -151,7 +155,7 @@ impl Item {
             status: Status::Ok,
             query_id,
             request_digest,
-            evidence: Some(evidence),
+            evidence: Some(Arc::new(evidence)),
             error: None,
             detail_error: None,
             correction: None,
@@ -204,8 +208,9 @@ pub struct Details {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_digest: Option<RequestDigest>,
     /// Complete compact evidence, on success of one operation.
+    // Shared, as in `Item`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Arc<Evidence>>,
     /// Error, on failure of the call as a whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -248,7 +253,7 @@ impl Details {
         Details {
             query_id: Some(query_id),
             request_digest: Some(request_digest),
-            evidence: Some(evidence),
+            evidence: Some(Arc::new(evidence)),
             ..Self::base(origin, Status::Ok)
         }
     }
@@ -321,7 +326,7 @@ impl Details {
             for item in &self.items {
                 check_outcome(
                     item.status,
-                    item.evidence.as_ref(),
+                    item.evidence.as_deref(),
                     item.error.is_some(),
                     item.detail_error.is_some(),
                     item.correction.is_some(),
@@ -334,7 +339,7 @@ impl Details {
         }
         check_outcome(
             self.status,
-            self.evidence.as_ref(),
+            self.evidence.as_deref(),
             self.error.is_some(),
             self.detail_error.is_some(),
             self.correction.is_some(),

@@ -1,5 +1,6 @@
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,9 @@ macro_rules! string_id {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        // Shared text: ids are cloned into every result, trail and handoff that names
+        // them, and a clone must not allocate.
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Checks and wraps a value.
@@ -27,7 +30,7 @@ macro_rules! string_id {
                 let value = value.into();
                 let check: fn(&str) -> bool = $check;
                 if check(&value) {
-                    Ok(Self(value))
+                    Ok(Self(value.into()))
                 } else {
                     Err(ResultError::$err(value))
                 }
@@ -48,7 +51,7 @@ macro_rules! string_id {
 
         impl From<$name> for String {
             fn from(value: $name) -> Self {
-                value.0
+                value.0.as_ref().to_owned()
             }
         }
 
@@ -102,15 +105,15 @@ string_id!(
 impl PackageId {
     /// The Clinic package identity.
     pub fn clinic() -> Self {
-        Self("managed_auto_oncall_clinic".to_owned())
+        Self(Arc::from("managed_auto_oncall_clinic"))
     }
     /// The Manus package identity.
     pub fn manus() -> Self {
-        Self("managed_auto_oncall_manus".to_owned())
+        Self(Arc::from("managed_auto_oncall_manus"))
     }
     /// The Wetech package identity.
     pub fn wetech() -> Self {
-        Self("managed_auto_oncall_wetech".to_owned())
+        Self(Arc::from("managed_auto_oncall_wetech"))
     }
 }
 
@@ -123,12 +126,12 @@ impl ErrorCode {
             Provider::Manus => "manus",
             Provider::Wetech => "grafana",
         };
-        Self(format!("{prefix}_http_{status}"))
+        Self(Arc::from(format!("{prefix}_http_{status}")))
     }
 
     /// A code from a fixed identifier of this crate's known codes.
     fn known(code: &'static str) -> Self {
-        Self(code.to_owned())
+        Self(Arc::from(code))
     }
 
     /// The PromQL expression did not parse.

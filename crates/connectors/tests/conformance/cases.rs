@@ -1,5 +1,6 @@
 //! The cases every connector runs, and the adapter trait they run through.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -85,7 +86,7 @@ pub(crate) struct View {
     pub(crate) status: Status,
     pub(crate) query_id: Option<QueryId>,
     pub(crate) request_digest: Option<RequestDigest>,
-    pub(crate) evidence: Option<Evidence>,
+    pub(crate) evidence: Option<Arc<Evidence>>,
     pub(crate) error: Option<ErrorInfo>,
     pub(crate) detail_error: Option<String>,
     pub(crate) correction: Option<Correction>,
