@@ -250,7 +250,8 @@ pub(crate) fn project_head(
     }
 }
 
-/// Copies the payload (evidence, error, detail, correction) of one attempt into `out`.
+/// Copies the payload (evidence, error, detail, correction) of one attempt into `out`;
+/// the evidence is shared, not copied.
 pub(crate) fn copy_payload(out: &mut Details, from: &Details, source: Source) {
     match source.item(from) {
         Some(item) => {

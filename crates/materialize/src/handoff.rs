@@ -510,8 +510,9 @@ impl Plan<'_> {
     }
 }
 
-/// Materializes a turn's calls, in call order, into the handoff, copying each final
-/// result's details. [`materialize_owned`] moves them instead.
+/// Materializes a turn's calls, in call order, into the handoff. Each objective shares
+/// its final result's evidence with the records (evidence is behind an `Arc` and never
+/// changes) and copies the rest of its details. [`materialize_owned`] moves them instead.
 ///
 /// Attempts are grouped by (package, `queryId`). The final outcome of an objective is
 /// that of its last attempt that ran; a changed correction therefore replaces the failed
@@ -533,8 +534,8 @@ pub fn materialize<'a>(records: impl IntoIterator<Item = &'a CallRecord>) -> Han
     handoff
 }
 
-/// Like [`materialize`], but takes the records and moves each final result's details
-/// into the handoff instead of copying them.
+/// Like [`materialize`], but takes the records, moves each final result's details into
+/// the handoff and frees the rest of the records.
 pub fn materialize_owned(records: Vec<CallRecord>) -> Handoff {
     let Skeleton {
         mut handoff,
@@ -565,6 +566,14 @@ pub fn materialize_owned(records: Vec<CallRecord>) -> Handoff {
             let out = &mut handoff.objectives[o].details;
             if shared_later {
                 copy_payload(out, &details, f.source);
+            } else if f.source == Source::Whole {
+                // The last objective that reads a one-operation result takes its
+                // details whole, once they name the objective's query and digest as the
+                // projected head does; nothing else reads this record.
+                let head = std::mem::replace(out, details);
+                out.query_id = head.query_id;
+                out.request_digest = head.request_digest;
+                break;
             } else {
                 move_payload(out, &mut details, f.source);
             }

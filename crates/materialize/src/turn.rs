@@ -389,7 +389,8 @@ impl Turn {
         Ok(())
     }
 
-    /// Materializes the turn. Fails while an admitted call has no recorded result.
+    /// Materializes the turn, keeping it: the handoff shares each final result's evidence
+    /// with the turn's records. Fails while an admitted call has no recorded result.
     pub fn handoff(&self) -> Result<Handoff, MaterializeError> {
         match self.in_flight() {
             0 => Ok(crate::materialize(self.records())),
@@ -397,9 +398,11 @@ impl Turn {
         }
     }
 
-    /// Materializes the turn, moving each final result's details into the handoff
-    /// instead of copying them. Fails while an admitted call has no recorded result (check
-    /// [`Turn::in_flight`] first to keep the turn).
+    /// Materializes the turn, moving each final result's details into the handoff and
+    /// freeing the rest of the turn, which is most of its time; [`Turn::handoff`] is the
+    /// faster way to the handoff when the turn can be dropped later. Fails while an
+    /// admitted call has no recorded result (check [`Turn::in_flight`] first to keep the
+    /// turn).
     pub fn into_handoff(self) -> Result<Handoff, MaterializeError> {
         match self.in_flight() {
             0 => Ok(crate::materialize_owned(
