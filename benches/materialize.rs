@@ -147,8 +147,10 @@ fn deep_copy(records: &[CallRecord]) -> Vec<CallRecord> {
                 .iter_mut()
                 .for_each(|i| fresh(&mut i.evidence));
             CallRecord {
+                call: record.call.clone(),
+                disposition: record.disposition,
                 result: ToolResult::new(details).unwrap(),
-                ..record.clone()
+                duration: record.duration,
             }
         })
         .collect()
