@@ -10,7 +10,10 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::TestSupportError;
-use crate::process::{CHROMIUM_INSTALL, Readiness, find_program, free_loopback_port, log_tail};
+use crate::process::{
+    CHROMIUM_INSTALL, Readiness, Spawned, find_program, free_loopback_port, log_files,
+    start_on_free_port,
+};
 
 /// How long ChromeDriver may take to answer `/status` with `ready: true`.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -133,18 +136,12 @@ impl ChromeDriver {
             CHROMIUM_INSTALL,
         )?;
         let chromium = Chromium::find()?;
-        let mut last_error = None;
-        for _ in 0..5 {
+        start_on_free_port("chromedriver", &["bind", "in use"], || {
             let dir = tempfile::Builder::new()
                 .prefix("evidence-chromedriver-")
                 .tempdir()
                 .map_err(|e| TestSupportError::io("creating a log directory", "$TMPDIR", e))?;
-            let log_path = dir.path().join("chromedriver.log");
-            let log = std::fs::File::create(&log_path)
-                .map_err(|e| TestSupportError::io("creating the log", &log_path, e))?;
-            let log_err = log
-                .try_clone()
-                .map_err(|e| TestSupportError::io("opening the log", &log_path, e))?;
+            let (log, log_err) = log_files(&dir.path().join("chromedriver.log"))?;
             let port = free_loopback_port()?;
             let child = Command::new(&program)
                 .arg(format!("--port={port}"))
@@ -154,39 +151,13 @@ impl ChromeDriver {
                 .stderr(log_err)
                 .spawn()
                 .map_err(|e| TestSupportError::io("starting chromedriver", &program, e))?;
-            let driver = ChromeDriver {
+            Ok(ChromeDriver {
                 child: Mutex::new(Some(child)),
                 addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
                 chromium: chromium.clone(),
                 dir,
-            };
-            match driver.wait_ready().await {
-                Ok(()) => return Ok(driver),
-                Err(e) => {
-                    let tail = log_tail(&log_path, 4096);
-                    if !tail.contains("bind") && !tail.contains("in use") {
-                        return Err(e);
-                    }
-                    last_error = Some(e);
-                }
-            }
-        }
-        Err(last_error.unwrap_or(TestSupportError::NotReady {
-            program: "chromedriver",
-            detail: "no free port".to_owned(),
-        }))
-    }
-
-    async fn wait_ready(&self) -> Result<(), TestSupportError> {
-        let log_path = self.log_path();
-        Readiness {
-            program: "chromedriver",
-            url: format!("{}/status", self.url()),
-            log_path: &log_path,
-            timeout: READY_TIMEOUT,
-            poll: Duration::from_millis(25),
-        }
-        .wait(|| self.exit_status(), |_, body| is_ready(body))
+            })
+        })
         .await
     }
 
@@ -225,6 +196,25 @@ impl ChromeDriver {
             let _ = child.wait();
             kill_all(&browsers);
         }
+    }
+}
+
+impl Spawned for ChromeDriver {
+    fn log_path(&self) -> PathBuf {
+        ChromeDriver::log_path(self)
+    }
+
+    async fn wait_ready(&self) -> Result<(), TestSupportError> {
+        let log_path = self.log_path();
+        Readiness {
+            program: "chromedriver",
+            url: format!("{}/status", self.url()),
+            log_path: &log_path,
+            timeout: READY_TIMEOUT,
+            poll: Duration::from_millis(25),
+        }
+        .wait(|| self.exit_status(), |_, body| is_ready(body))
+        .await
     }
 }
 

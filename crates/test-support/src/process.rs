@@ -1,5 +1,6 @@
 //! Finding programs, free loopback ports and log tails.
 
+use std::fs::File;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -39,6 +40,56 @@ pub(crate) fn free_loopback_port() -> Result<u16, TestSupportError> {
         .map_err(|e| TestSupportError::io("reading a bound port", "127.0.0.1:0", e))?
         .port();
     Ok(port)
+}
+
+/// How many times a starter tries a new free port when the process could not bind its
+/// port (another process took it between choosing and binding).
+const PORT_ATTEMPTS: usize = 5;
+
+/// A server process that has been spawned and may not be ready yet.
+pub(crate) trait Spawned {
+    /// Its log file (stdout and stderr).
+    fn log_path(&self) -> PathBuf;
+    /// Waits until it answers as ready.
+    async fn wait_ready(&self) -> Result<(), TestSupportError>;
+}
+
+/// Spawns a server with `spawn` (which picks its port with [`free_loopback_port`] as
+/// late as it can) and waits until it is ready. When it is not, and its log tail shows
+/// one of `port_taken` (it lost the race for the port), it is dropped and spawned again,
+/// up to [`PORT_ATTEMPTS`] times; any other failure is returned at once.
+pub(crate) async fn start_on_free_port<S: Spawned>(
+    program: &'static str,
+    port_taken: &[&str],
+    mut spawn: impl FnMut() -> Result<S, TestSupportError>,
+) -> Result<S, TestSupportError> {
+    let mut last_error = None;
+    for _ in 0..PORT_ATTEMPTS {
+        let server = spawn()?;
+        match server.wait_ready().await {
+            Ok(()) => return Ok(server),
+            Err(e) => {
+                let tail = log_tail(&server.log_path(), 4096);
+                if !port_taken.iter().any(|taken| tail.contains(taken)) {
+                    return Err(e);
+                }
+                last_error = Some(e);
+            }
+        }
+    }
+    Err(last_error.unwrap_or(TestSupportError::NotReady {
+        program,
+        detail: "no free port".to_owned(),
+    }))
+}
+
+/// A new log file at `path`, opened twice: for a child's stdout and its stderr.
+pub(crate) fn log_files(path: &Path) -> Result<(File, File), TestSupportError> {
+    let log = File::create(path).map_err(|e| TestSupportError::io("creating the log", path, e))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| TestSupportError::io("opening the log", path, e))?;
+    Ok((log, log_err))
 }
 
 /// The last `max` bytes of a log file, for error messages.

@@ -9,7 +9,10 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use tempfile::TempDir;
 
-use crate::process::{PROMETHEUS_INSTALL, Readiness, find_program, free_loopback_port, log_tail};
+use crate::process::{
+    PROMETHEUS_INSTALL, Readiness, Spawned, find_program, free_loopback_port, log_files,
+    start_on_free_port,
+};
 use crate::{Fixture, TestSupportError};
 
 /// The source of the fixture generator, which keys the block cache.
@@ -17,8 +20,6 @@ const FIXTURE_GENERATOR_SOURCE: &str = include_str!("fixtures.rs");
 
 /// How long a server may take to answer `/-/ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many fresh ports to try when another process takes the chosen one first.
-const PORT_ATTEMPTS: usize = 5;
 
 /// A real `prometheus` process (Debian 2.42) on a free `127.0.0.1` port, serving the
 /// blocks that `promtool tsdb create-blocks-from openmetrics` built from a [`Fixture`].
@@ -43,8 +44,7 @@ impl Prometheus {
         let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
             .await
             .map_err(|e| TestSupportError::Task(e.to_string()))??;
-        let mut last_error = None;
-        for _ in 0..PORT_ATTEMPTS {
+        start_on_free_port("prometheus", &["address already in use"], || {
             let dir = tempfile::Builder::new()
                 .prefix("evidence-prometheus-")
                 .tempdir()
@@ -59,12 +59,7 @@ impl Prometheus {
             .map_err(|e| TestSupportError::io("writing the configuration", &config, e))?;
             let port = free_loopback_port()?;
             let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-            let log_path = dir.path().join("prometheus.log");
-            let log = std::fs::File::create(&log_path)
-                .map_err(|e| TestSupportError::io("creating the log", &log_path, e))?;
-            let log_err = log
-                .try_clone()
-                .map_err(|e| TestSupportError::io("opening the log", &log_path, e))?;
+            let (log, log_err) = log_files(&dir.path().join("prometheus.log"))?;
             let child = Command::new(&program)
                 .arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
@@ -75,39 +70,13 @@ impl Prometheus {
                 .stderr(log_err)
                 .spawn()
                 .map_err(|e| TestSupportError::io("starting prometheus", &program, e))?;
-            let server = Prometheus {
+            Ok(Prometheus {
                 child: Mutex::new(Some(child)),
                 addr,
                 fixture,
                 dir,
-            };
-            match server.wait_ready().await {
-                Ok(()) => return Ok(server),
-                Err(e) => {
-                    let tail = log_tail(&log_path, 4096);
-                    if !tail.contains("address already in use") {
-                        return Err(e);
-                    }
-                    last_error = Some(e);
-                }
-            }
-        }
-        Err(last_error.unwrap_or(TestSupportError::NotReady {
-            program: "prometheus",
-            detail: "no free port".to_owned(),
-        }))
-    }
-
-    async fn wait_ready(&self) -> Result<(), TestSupportError> {
-        let log_path = self.log_path();
-        Readiness {
-            program: "prometheus",
-            url: format!("{}/-/ready", self.url()),
-            log_path: &log_path,
-            timeout: READY_TIMEOUT,
-            poll: Duration::from_millis(50),
-        }
-        .wait(|| self.exit_status(), |status, _| status.is_success())
+            })
+        })
         .await
     }
 
@@ -152,6 +121,25 @@ impl Prometheus {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+impl Spawned for Prometheus {
+    fn log_path(&self) -> PathBuf {
+        Prometheus::log_path(self)
+    }
+
+    async fn wait_ready(&self) -> Result<(), TestSupportError> {
+        let log_path = self.log_path();
+        Readiness {
+            program: "prometheus",
+            url: format!("{}/-/ready", self.url()),
+            log_path: &log_path,
+            timeout: READY_TIMEOUT,
+            poll: Duration::from_millis(50),
+        }
+        .wait(|| self.exit_status(), |status, _| status.is_success())
+        .await
     }
 }
 
