@@ -7,10 +7,12 @@
 //! ```
 //!
 //! Every call goes through the same library path a tool sandbox uses
-//! (`evidence_connectors::run_sandbox_call`: verify the signed policy for the exact package
-//! digest, lock the model's arguments, run the connector, pass the output guard, audit),
-//! admitted by an `evidence_materialize::Turn`, and the attempts are materialized into the
-//! child handoff. Offline, the provider answers come from **recordings** of the real
+//! (`evidence_tool::prepare`: verify the signed policy for the exact package digest and
+//! lock the model's arguments; `PreparedCall::plan` for `evidence_materialize::Turn` to
+//! admit; `PreparedCall::run`: the connector, the output guard, the audit record), and the
+//! attempts are materialized into the child handoff. Each package is deployed in memory
+//! with this replay's own binary as its entrypoint file, so the digest covers the code
+//! that runs. Offline, the provider answers come from **recordings** of the real
 //! Prometheus fixtures (`fixtures/recordings/*.json`), served on loopback behind the same
 //! Clinic, Manus and Grafana test fronts; the corrected Wetech call, which needs a real
 //! Chromium, is the recorded result of the recording run and is labeled as such.
@@ -23,15 +25,14 @@ use base64::Engine as _;
 use evidence_test_support as support;
 use managed_evidence::connectors::{
     BrowserConfig, ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist,
-    ManusConfig, ManusConnector, ManusSecrets, PolicyInput, ReferenceKeyRing, SandboxCall,
-    WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets, run_sandbox_call,
+    ManusConfig, ManusConnector, ManusSecrets, ReferenceKeyRing, WebDriverEndpoint, WetechConfig,
+    WetechConnector, WetechSecrets,
 };
 use managed_evidence::materialize::{Admission, Call, Handoff, Outcome, Turn, TurnLimits};
 use managed_evidence::package::{Manifest, Package, PackageFile, SecretBinding, SecretValues};
-use managed_evidence::policy::{
-    KeyId, KeyRing, LockedItem, ManusTarget, PolicySigner, TrustedPolicy, lock,
-};
-use managed_evidence::result::{PolicySource, QueryId, RequestDigest, ToolResult};
+use managed_evidence::policy::{KeyId, KeyRing, ManusTarget, PolicySigner, TrustedPolicy};
+use managed_evidence::result::{RequestDigest, ToolResult};
+use managed_evidence::tool::{PolicyInput, SandboxCall, prepare};
 use managed_evidence::workspace::{
     ChildOutputReader, GenerateOptions, Generator, SkillCatalog, SkillsTree,
 };
@@ -163,9 +164,10 @@ impl Backends {
     }
 }
 
-/// A committed package revision as deployed locally: the same manifest and files, with
-/// the network allowlist naming the loopback address the local stand-ins listen on (the
-/// package digest covers the allowlist, so this is a package of its own).
+/// A committed package revision as deployed locally: the same manifest and source files,
+/// with the network allowlist naming the loopback address the local stand-ins listen on
+/// (the package digest covers the allowlist, so this is a package of its own), and this
+/// replay's own binary as the entrypoint file (the code that runs the calls here).
 fn local_package(identity: &str, revision: &str) -> Result<Package, Box<dyn Error>> {
     let dir = Path::new(ROOT)
         .join("packages")
@@ -175,19 +177,13 @@ fn local_package(identity: &str, revision: &str) -> Result<Package, Box<dyn Erro
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
     manifest["network"] = json!({"mode": "restricted", "hosts": ["127.0.0.1"]});
     let manifest = Manifest::from_json(&manifest.to_string())?;
-    let mut files = Vec::new();
-    for path in &manifest.files {
-        let full = dir.join(path);
-        let executable = {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::metadata(&full)?.permissions().mode() & 0o111 != 0
-        };
-        files.push(PackageFile::new(
-            path.clone(),
-            executable,
-            std::fs::read(&full)?,
-        ));
-    }
+    let source = Package::load_source(&dir)?;
+    let mut files: Vec<PackageFile> = source.files().to_vec();
+    files.push(PackageFile::new(
+        manifest.entrypoint.clone(),
+        true,
+        std::fs::read(std::env::current_exe()?)?,
+    ));
     Ok(Package::new(&manifest, files)?)
 }
 
@@ -274,55 +270,26 @@ impl<'a> Session<'a> {
         args: Value,
     ) -> Result<ToolResult, Box<dyn Error>> {
         let package = deployed.package;
-        let mut call = Call::new(package.identity().clone(), package.manifest().provider);
-        match lock(
-            policy,
-            PolicySource::TrustedEnvelope,
-            &args,
-            &package.manifest().scope_labels,
-        ) {
-            Ok(locked) => {
-                for item in &locked.items {
-                    call = match item {
-                        LockedItem::Ready(q) => {
-                            call.with_query(q.query_id.clone(), Some(q.request_digest))
-                        }
-                        LockedItem::Rejected {
-                            query_id,
-                            request_digest,
-                            ..
-                        } => call.with_query(query_id.clone(), *request_digest),
-                    };
-                }
-            }
-            Err(rejection) => {
-                if let Some(q) = &rejection.query_id {
-                    call = call.with_query(q.clone(), rejection.request_digest);
-                }
-            }
-        }
-        let ticket = match self.turn.admit(&call)? {
+        let envelope = self.signer.sign(policy, package.digest())?;
+        let args = args.to_string();
+        let prepared = prepare(SandboxCall {
+            package,
+            binding: deployed.binding,
+            policy: PolicyInput::Envelope {
+                envelope: &envelope,
+                keys: self.keys,
+            },
+            args: &args,
+            now: jiff::Timestamp::now(),
+        })?;
+        let ticket = match self.turn.admit(&prepared.plan())? {
             Admission::Admit(ticket) => ticket,
             Admission::Refuse(refusal) => return Ok(refusal.result),
         };
-        let envelope = self.signer.sign(policy, package.digest())?;
         let started = Instant::now();
-        let outcome = run_sandbox_call(
-            deployed.connector,
-            deployed.config,
-            deployed.secrets,
-            SandboxCall {
-                package,
-                binding: deployed.binding,
-                policy: PolicyInput::Envelope {
-                    envelope: &envelope,
-                    keys: self.keys,
-                },
-                args: &args.to_string(),
-                now: jiff::Timestamp::now(),
-            },
-        )
-        .await?;
+        let outcome = prepared
+            .run(deployed.connector, deployed.config, deployed.secrets)
+            .await?;
         self.turn
             .record(ticket, outcome.result.clone(), started.elapsed())?;
         Ok(outcome.result)
@@ -639,24 +606,25 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         }
         let text = std::fs::read_to_string(recordings_dir().join(WETECH_RESULT))?;
         let recorded = ToolResult::from_json(&text)?;
-        let locked = lock(
-            &p,
-            PolicySource::TrustedEnvelope,
-            &corrected_args,
-            &wetech_pkg.manifest().scope_labels,
-        )
-        .map_err(|r| format!("corrected call did not lock: {:?}", r.code()))?;
-        let q = locked.single().ok_or("one query")?;
-        let digest: RequestDigest = q.request_digest;
-        if recorded.details().request_digest != Some(digest) {
+        // The corrected call is prepared (verified and locked) exactly as a live one; the
+        // recorded result must answer its request digest.
+        let envelope = signer.sign(&p, wetech_pkg.digest())?;
+        let args = corrected_args.to_string();
+        let prepared = prepare(SandboxCall {
+            package: &wetech_pkg,
+            binding: &wetech_binding,
+            policy: PolicyInput::Envelope {
+                envelope: &envelope,
+                keys: &keys,
+            },
+            args: &args,
+            now: jiff::Timestamp::now(),
+        })?;
+        let call = prepared.plan();
+        let digest: Option<RequestDigest> = call.queries.first().and_then(|q| q.request_digest);
+        if digest.is_none() || recorded.details().request_digest != digest {
             return Err("the recorded Wetech result is for another request: re-record".into());
         }
-        let call = Call::single(
-            wetech_pkg.identity().clone(),
-            wetech_pkg.manifest().provider,
-            QueryId::new("tidb_cpu")?,
-            Some(digest),
-        );
         session.record_external(call, recorded.clone())?;
         println!(
             "  call 2 (RECORDED result of a real Chromium run): {}",

@@ -6,4 +6,5 @@ pub use evidence_materialize as materialize;
 pub use evidence_package as package;
 pub use evidence_policy as policy;
 pub use evidence_result as result;
+pub use evidence_tool as tool;
 pub use opencode_workspace as workspace;

@@ -26,11 +26,12 @@ use crate::ConnectorError;
 /// checks its configuration (base URL host in the allowlist, target configured) and
 /// answers rejected items before any network work.
 ///
-/// Every outcome — success, provider rejection, transport failure, refused
-/// configuration, lock rejection — is an `Ok` [`ToolResult`]; `Err` only means the result
-/// contract refused to build one, which does not happen for details built by the
-/// connectors here. The caller passes the result through the package's
-/// `evidence_package::OutputGuard` before it leaves the tool sandbox.
+/// A connector is a transport: it neither locks, nor guards, nor reads the trusted
+/// policy. Every outcome — success, provider rejection, transport failure, refused
+/// configuration, an item rejected while locking — is an `Ok` [`ToolResult`]; `Err` only
+/// means the result contract refused to build one, which does not happen for details
+/// built by the connectors here. The one caller is the sandbox call of `evidence-tool`
+/// (`run_sandbox_call`), which locks before and guards after.
 #[async_trait]
 pub trait Connector: Send + Sync {
     /// Deployment configuration: base URLs, path templates, allowlist, limits.

@@ -7,7 +7,6 @@ mod error;
 mod manus;
 mod prometheus;
 mod reference;
-mod sandbox;
 #[cfg(feature = "wetech")]
 mod wetech;
 
@@ -21,7 +20,6 @@ pub use prometheus::{
     ResponseLimits, ResponseMapper, ResponseStatus, Series, fetch, read_capped,
 };
 pub use reference::{ReferenceKeyRing, ReferenceScope};
-pub use sandbox::{PolicyInput, SandboxCall, SandboxOutcome, bind_from_env, run_sandbox_call};
 #[cfg(feature = "wetech")]
 pub use wetech::{
     Brand, BrowserConfig, BrowserIdentity, DEFAULT_CHROMIUM_ARGS, StorageState, WebDriverEndpoint,

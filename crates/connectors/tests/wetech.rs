@@ -1,21 +1,21 @@
 //! The Wetech connector against real parts: Chromium and ChromeDriver (Debian), a real
-//! Prometheus over the seed fixtures, and the Grafana test front between them. Browser
+//! Prometheus over the seed fixtures, and the Grafana test front between them. The
+//! connector is a transport of locked requests; locking before any browser start and the
+//! output guard belong to the sandbox call and are tested with it (`evidence-tool`). Browser
 //! tests hold the test binary's one `BrowserSlot`, so they run one at a time.
 #![cfg(feature = "wetech")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpListener;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use evidence_connectors::{
     BrowserConfig, Connector, HostAllowlist, WebDriverEndpoint, WetechConfig, WetechConnector,
     WetechSecrets,
 };
-use evidence_policy::{LockedRequest, TrustedPolicy, lock};
+use evidence_policy::{LockedRequest, ScopeBinding, ScopeValue, TrustedPolicy, lock};
 use evidence_result::{Details, FailureClass, PolicySource, Status, ToolResult};
 use evidence_test_support::*;
-use proptest::prelude::*;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use url::Url;
@@ -128,15 +128,14 @@ fn args(query_id: &str, expr: &str, unit: &str) -> Value {
     json!({"queryId": query_id, "expr": expr, "unit": unit})
 }
 
+/// The Wetech package's scope labels, as its manifest declares them.
+fn scope() -> Vec<ScopeBinding> {
+    vec![ScopeBinding::new("cluster_id", ScopeValue::ClusterId).unwrap()]
+}
+
 fn locked(args: &Value) -> LockedRequest {
     let p = policy();
-    lock(
-        &p,
-        PolicySource::TrustedEnvelope,
-        args,
-        &WetechConfig::default_scope(),
-    )
-    .unwrap()
+    lock(&p, PolicySource::TrustedEnvelope, args, &scope()).unwrap()
 }
 
 /// `text` parses to exactly `details`, and the whole result reads back.
@@ -270,83 +269,6 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
 }
 
 #[tokio::test]
-async fn unit_rejection_starts_no_browser_then_corrected_call_succeeds() {
-    let slot = BrowserSlot::acquire().await;
-    let env = Env::start().await;
-    let secrets = storage_state(&env.grafana, -1.0);
-    let connector = WetechConnector::new();
-    let chromium_before = chromium_process_count();
-    let drivers_before = chromedriver_process_count();
-
-    // A WebDriver endpoint that records any contact: it must never be reached.
-    let tripwire = TcpListener::bind("127.0.0.1:0").unwrap();
-    tripwire.set_nonblocking(true).unwrap();
-    let config = env.config(WebDriverEndpoint::Attach {
-        url: Url::parse(&format!("http://{}", tripwire.local_addr().unwrap())).unwrap(),
-    });
-    let p = policy();
-    let bad = args("tidb_cpu", TIDB_CPU.expr, "cores per second!");
-    let rejected = connector
-        .lock_and_call(&p, PolicySource::TrustedEnvelope, &bad, &config, &secrets)
-        .await
-        .unwrap();
-    assert_transport(&rejected);
-    let d = rejected.details();
-    let error = d.error.as_ref().unwrap();
-    assert_eq!(
-        error.class,
-        FailureClass::InvalidArgument,
-        "{}",
-        rejected.text()
-    );
-    assert_eq!(error.code.as_str(), "invalid_unit");
-    assert!(d.detail_error.as_deref().unwrap().contains("unit"));
-    assert!(d.correction.as_ref().unwrap().allowed);
-    assert!(
-        d.request_digest.is_some(),
-        "actionable rejection carries its digest"
-    );
-    let rejected_digest = d.request_digest.unwrap();
-    assert!(
-        matches!(tripwire.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "the WebDriver endpoint was contacted"
-    );
-    assert_eq!(
-        chromium_process_count(),
-        chromium_before,
-        "a browser started"
-    );
-    assert_eq!(chromedriver_process_count(), drivers_before);
-    assert!(env.grafana.requests().is_empty(), "Grafana was contacted");
-    env.assert_profiles_removed();
-
-    // The corrected call runs, here with ChromeDriver spawned by the connector itself.
-    let chromedriver = which("chromedriver");
-    let config = env.config(WebDriverEndpoint::Spawn { chromedriver });
-    let good = args("tidb_cpu", TIDB_CPU.expr, "cores");
-    let result = connector
-        .lock_and_call(&p, PolicySource::TrustedEnvelope, &good, &config, &secrets)
-        .await
-        .unwrap();
-    assert_transport(&result);
-    no_secret_in(&result);
-    let d = result.details();
-    assert_eq!(d.status, Status::Ok, "{}", result.text());
-    assert_ne!(d.request_digest.unwrap(), rejected_digest);
-    let evidence = d.evidence.as_ref().unwrap();
-    assert_eq!(evidence.series_count, 56);
-    assert_eq!(evidence.unit.as_deref(), Some("cores"));
-    assert!((evidence.top_peak().unwrap() - 22.84).abs() < FIGURE_TOLERANCE);
-    assert_eq!(evidence.series[0].points, 61);
-    assert!(evidence.truncated);
-    env.assert_profiles_removed();
-    // The spawned driver and its browser are gone.
-    assert_eq!(chromedriver_process_count(), drivers_before);
-    assert_eq!(wait_for_chromium(chromium_before).await, chromium_before);
-    drop(slot);
-}
-
-#[tokio::test]
 async fn expired_or_missing_session_is_authentication_once_without_retry() {
     let slot = BrowserSlot::acquire().await;
     let env = Env::start().await;
@@ -451,45 +373,6 @@ async fn user_agent_major_matches_the_client_hints() {
 }
 
 #[tokio::test]
-async fn planted_cookie_value_in_a_metric_label_is_blocked() {
-    let slot = BrowserSlot::acquire().await;
-    let env = Env::start().await;
-    let driver = ChromeDriver::start(&slot).await.unwrap();
-    let config = env.attached(&driver);
-    let secrets = storage_state(&env.grafana, -1.0);
-    let result = WetechConnector::new()
-        .call(
-            &locked(&args("session_canary", SESSION_CANARY.expr, "sessions")),
-            &config,
-            &secrets,
-        )
-        .await
-        .unwrap();
-    assert_transport(&result);
-    // The real provider answered the series, label and all; the guard withheld it.
-    assert_eq!(env.proxy_requests(), 1);
-    let d = result.details();
-    let error = d.error.as_ref().unwrap();
-    assert_eq!(
-        error.class,
-        FailureClass::OutputBlocked,
-        "{}",
-        result.text()
-    );
-    assert_eq!(error.code.as_str(), "output_blocked");
-    assert!(d.evidence.is_none());
-    let detail = d.detail_error.as_deref().unwrap();
-    assert!(
-        detail.contains("wetech_storage_state: cookie `grafana_session`"),
-        "{detail}"
-    );
-    no_secret_in(&result);
-    env.assert_profiles_removed();
-    drop(driver);
-    drop(slot);
-}
-
-#[tokio::test]
 async fn browser_that_cannot_start_is_browser_runtime() {
     let slot = BrowserSlot::acquire().await;
     let env = Env::start().await;
@@ -540,99 +423,4 @@ async fn browser_that_cannot_start_is_browser_runtime() {
     assert!(env.grafana.requests().is_empty());
     drop(driver);
     drop(slot);
-}
-
-/// Arguments the lock rejects: a unit that is no plain label, a field the platform
-/// fixes, a query id the policy does not authorize, another cluster, a read outside
-/// the window, PromQL that does not parse.
-fn rejected_args() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        "[a-z]{1,8}[!@#$^&*(){}<>?;:'\"]{1,3}".prop_map(|unit| args(
-            "tidb_cpu",
-            TIDB_CPU.expr,
-            &unit
-        )),
-        prop_oneof![
-            Just("provider"),
-            Just("cluster"),
-            Just("ticket"),
-            Just("start"),
-            Just("url"),
-            Just("host"),
-        ]
-        .prop_map(|field| {
-            let mut a = args("tidb_cpu", TIDB_CPU.expr, "cores");
-            a[field] = json!("SaaS99");
-            a
-        }),
-        "[a-z]{3,10}_x".prop_map(|id| args(&id, TIDB_CPU.expr, "cores")),
-        "[A-Za-z0-9]{3,8}"
-            .prop_filter("another cluster", |c| c != CPU_CLUSTER)
-            .prop_map(|c| args("tidb_cpu", &format!("up{{cluster_id=\"{c}\"}}"), "cores")),
-        (2u32..400).prop_map(|d| args(
-            "tidb_cpu",
-            &format!("rate(process_cpu_seconds_total[5m] offset {d}d)"),
-            "cores"
-        )),
-        "[a-z_]{1,10}\\(\\[".prop_map(|expr| args("tidb_cpu", &expr, "cores")),
-    ]
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-
-    /// Whatever the lock rejects is answered without contacting the WebDriver server,
-    /// Grafana, or creating a browser profile: nothing starts before the request locks.
-    #[test]
-    fn rejected_calls_never_start_a_browser(bad in rejected_args()) {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async {
-            let tripwire = TcpListener::bind("127.0.0.1:0").unwrap();
-            tripwire.set_nonblocking(true).unwrap();
-            let grafana = TcpListener::bind("127.0.0.1:0").unwrap();
-            grafana.set_nonblocking(true).unwrap();
-            let profiles = tempfile::tempdir().unwrap();
-            let config = WetechConfig::new(
-                Url::parse(&format!("http://{}", grafana.local_addr().unwrap())).unwrap(),
-                HostAllowlist::new(["127.0.0.1"]).unwrap(),
-                GrafanaFront::DATASOURCE_UID,
-                BrowserConfig::new(
-                    "/usr/bin/chromium",
-                    WebDriverEndpoint::Attach {
-                        url: Url::parse(&format!("http://{}", tripwire.local_addr().unwrap())).unwrap(),
-                    },
-                )
-                .with_profile_parent(profiles.path()),
-            );
-            let secrets = WetechSecrets::new(SecretString::from(json!({"cookies": [
-                {"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
-                 "domain": "127.0.0.1", "path": "/"}]}).to_string()));
-            let result = WetechConnector::new()
-                .lock_and_call(&policy(), PolicySource::TrustedEnvelope, &bad, &config, &secrets)
-                .await
-                .unwrap();
-            assert_transport(&result);
-            let class = result.details().error.as_ref().unwrap().class;
-            assert!(
-                matches!(class, FailureClass::InvalidArgument | FailureClass::PolicyViolation),
-                "{}", result.text()
-            );
-            for listener in [&tripwire, &grafana] {
-                assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
-            }
-            assert_eq!(std::fs::read_dir(profiles.path()).unwrap().count(), 0);
-        });
-    }
-}
-
-fn which(program: &str) -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([Path::new("/usr/bin").to_owned()])
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("{program} not found: apt-get install -y chromium chromium-driver")
-        })
 }

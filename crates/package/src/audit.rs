@@ -39,10 +39,13 @@ pub struct AuditRecord {
     pub stream: String,
     /// The package identity.
     pub package: PackageId,
-    /// The revision.
-    pub revision: Revision,
-    /// The recomputed package digest.
-    pub digest: Digest,
+    /// The revision; absent only when the package folder could not be loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+    /// The recomputed package digest; absent only when the package folder could not be
+    /// loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
     /// The trusted policy's id.
     pub policy_id: Option<String>,
     /// The ticket.
@@ -107,14 +110,43 @@ impl AuditRecord {
             time: call.time,
             stream: package.manifest().audit_stream.clone(),
             package: package.identity().clone(),
-            revision: package.revision(),
-            digest: package.digest(),
+            revision: Some(package.revision()),
+            digest: Some(package.digest()),
             policy_id: call.policy_id.clone(),
             ticket: call.ticket.clone(),
             query_ids,
             request_digests,
             status: details.status,
             failure_class,
+            duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
+            output_bytes: call.output_bytes,
+            blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
+        })
+    }
+
+    /// The record of a call whose package folder could not be loaded (so no revision and
+    /// no digest are known): the identity the entrypoint serves, its stream
+    /// `auto_oncall.<identity>` and the failure result it wrote.
+    pub fn for_unloaded(
+        identity: &PackageId,
+        call: &CallContext,
+        result: &ToolResult,
+    ) -> Result<Self, PackageError> {
+        check_token("policy_id", call.policy_id.as_ref())?;
+        check_token("ticket", call.ticket.as_ref())?;
+        let details = result.details();
+        Ok(AuditRecord {
+            time: call.time,
+            stream: format!("auto_oncall.{identity}"),
+            package: identity.clone(),
+            revision: None,
+            digest: None,
+            policy_id: call.policy_id.clone(),
+            ticket: call.ticket.clone(),
+            query_ids: details.query_id.iter().cloned().collect(),
+            request_digests: details.request_digest.iter().copied().collect(),
+            status: details.status,
+            failure_class: details.failure_class(),
             duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
             output_bytes: call.output_bytes,
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),

@@ -59,8 +59,10 @@ impl Catalog {
     }
 
     /// Loads a packages folder: reads `catalog.json`, loads each listed revision from
-    /// `<identity>/<revision>/`, recomputes its digest, refuses a recorded digest that
-    /// differs, registers it and applies the recorded install state.
+    /// `<identity>/<revision>/` (a deployable folder, or reviewable source when the
+    /// entrypoint binary is not built in: see [`Package::load_any`]), recomputes its
+    /// digest, refuses a recorded digest that differs, registers it and applies the
+    /// recorded install state.
     pub fn load(root: &Path) -> Result<Self, PackageError> {
         let path = root.join(CATALOG_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| PackageError::io(&path, e))?;
@@ -74,7 +76,7 @@ impl Catalog {
             let dir = root
                 .join(entry.identity.as_str())
                 .join(entry.revision.to_string());
-            let package = Package::load(&dir)?;
+            let package = Package::load_any(&dir)?;
             if package.identity() != &entry.identity || package.revision() != entry.revision {
                 return Err(PackageError::FolderMismatch {
                     path: dir,

@@ -176,6 +176,11 @@ pub enum PackageError {
     /// The entrypoint is not an executable file of the package.
     #[error("field `entrypoint`: {0:?} is not executable")]
     EntrypointNotExecutable(String),
+    /// A package's reviewable source holds its entrypoint, which only packaging builds in.
+    #[error(
+        "{0:?} is the entrypoint binary: package source holds no built binary (packaging adds it)"
+    )]
+    BuiltFileInSource(String),
     /// A package file or folder could not be read.
     #[error("cannot read {path}: {source}")]
     Io {

@@ -24,9 +24,9 @@ pub use guard::{
 };
 pub use manifest::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
-    NetworkPolicy, NormalizedManifest, PolicyDelivery, SecretKind, SecretSpec, TOOL_BIN_DIR_ENV,
+    NetworkPolicy, NormalizedManifest, PolicyDelivery, RUNTIME_ENV_PREFIX, SecretKind, SecretSpec,
     Template, known_identities,
 };
-pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile};
+pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
 pub use revision::Revision;
 pub use secrets::{SandboxEnv, SecretBinding, SecretValues};

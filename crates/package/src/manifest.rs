@@ -15,9 +15,10 @@ use crate::{PackageError, Revision};
 /// The file name of a package's manifest inside its folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
-/// The environment variable through which the runtime tells a package's launcher where the
-/// tool binaries are. Reserved: no secret or policy variable may use it.
-pub const TOOL_BIN_DIR_ENV: &str = "EVIDENCE_TOOL_BIN_DIR";
+/// The prefix of the tool sandbox's runtime-context variables (policy envelope,
+/// verification keys, audit log; the table is in `evidence-tool`). Reserved: no secret
+/// of an auth binding may be injected under a name that starts with it.
+pub const RUNTIME_ENV_PREFIX: &str = "EVIDENCE_";
 
 /// Smallest secret value (in bytes) the output guard can scan without false positives.
 pub const MIN_SECRET_BYTES: usize = 8;
@@ -554,7 +555,7 @@ fn check_id(field: &str, value: &str) -> Result<(), PackageError> {
 }
 
 fn is_reserved_env(env: &str) -> bool {
-    const RESERVED: [&str; 10] = [
+    const RESERVED: [&str; 9] = [
         "PATH",
         "HOME",
         "USER",
@@ -563,10 +564,12 @@ fn is_reserved_env(env: &str) -> bool {
         "PWD",
         "LANG",
         "TERM",
-        TOOL_BIN_DIR_ENV,
         RUNTIME_CONTEXT_ENV,
     ];
-    RESERVED.contains(&env) || env.starts_with("LD_") || env.starts_with("LC_")
+    RESERVED.contains(&env)
+        || env.starts_with(RUNTIME_ENV_PREFIX)
+        || env.starts_with("LD_")
+        || env.starts_with("LC_")
 }
 
 fn check_env(field: &str, env: &str) -> Result<(), PackageError> {

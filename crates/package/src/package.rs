@@ -1,4 +1,6 @@
-//! A package revision: its normalized manifest, its files and its recomputed digest.
+//! A package revision: its normalized manifest, its files and its recomputed digest, as
+//! reviewable source (the entrypoint binary not yet built in) or as a deployable folder
+//! whose digest covers the binary that runs.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -10,8 +12,26 @@ use sha2::{Digest as _, Sha256};
 use crate::manifest::MANIFEST_FILE;
 use crate::{Manifest, NormalizedManifest, PackageError, Revision};
 
-/// The version tag that opens the digest framing (domain separation).
+/// The version tag that opens the digest framing of a deployable package (domain
+/// separation).
 pub const PACKAGE_DIGEST_TAG: &[u8] = b"evidence-package-digest/v1\0";
+
+/// The version tag that opens the digest framing of a package's reviewable source (its
+/// files without the built entrypoint). A source digest never equals a deployable digest,
+/// so nothing signed or bound for one applies to the other.
+pub const SOURCE_DIGEST_TAG: &[u8] = b"evidence-package-source-digest/v1\0";
+
+/// What a loaded package folder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PackageKind {
+    /// Reviewable source: the manifest and every listed file except the entrypoint,
+    /// which is the tool binary a packaging step builds in. It cannot run; its digest is
+    /// the source digest ([`SOURCE_DIGEST_TAG`]).
+    Source,
+    /// A deployable folder: every listed file, the entrypoint binary included, covered by
+    /// the digest ([`PACKAGE_DIGEST_TAG`]) that secrets and policy bind to.
+    Deployable,
+}
 
 /// Largest package file read from disk.
 const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -69,6 +89,7 @@ pub struct Package {
     manifest: NormalizedManifest,
     files: Vec<PackageFile>,
     digest: Digest,
+    kind: PackageKind,
 }
 
 impl Package {
@@ -77,6 +98,21 @@ impl Package {
     /// The manifest is normalized; the files must be exactly the listed ones, and the
     /// entrypoint must be executable.
     pub fn new(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, PackageError> {
+        Package::build(manifest, files, PackageKind::Deployable)
+    }
+
+    /// Builds a package's reviewable source from a manifest and its files: exactly the
+    /// listed files except the entrypoint, which must be absent (the tool binary is built
+    /// in by packaging, never committed beside the source).
+    pub fn source(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, PackageError> {
+        Package::build(manifest, files, PackageKind::Source)
+    }
+
+    fn build(
+        manifest: &Manifest,
+        files: Vec<PackageFile>,
+        kind: PackageKind,
+    ) -> Result<Self, PackageError> {
         let manifest = manifest.normalize()?;
         let mut files = files;
         files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
@@ -93,38 +129,71 @@ impl Package {
                 return Err(PackageError::UnlistedFile(file.path.clone()));
             }
         }
-        if let Some(missing) = listed.iter().find(|p| !present.contains(*p)) {
+        let entrypoint = manifest.entrypoint.as_str();
+        let expected = |path: &&&str| kind == PackageKind::Deployable || **path != entrypoint;
+        if let Some(missing) = listed
+            .iter()
+            .filter(expected)
+            .find(|p| !present.contains(*p))
+        {
             return Err(PackageError::MissingFile((*missing).to_owned()));
         }
-        let entry = files
-            .iter()
-            .find(|f| f.path == manifest.entrypoint)
-            .ok_or_else(|| PackageError::MissingFile(manifest.entrypoint.clone()))?;
-        if !entry.executable {
-            return Err(PackageError::EntrypointNotExecutable(entry.path.clone()));
-        }
-        let digest = package_digest(&manifest, &files)?;
+        let entry = files.iter().find(|f| f.path == manifest.entrypoint);
+        let tag = match (kind, entry) {
+            (PackageKind::Deployable, None) => {
+                return Err(PackageError::MissingFile(manifest.entrypoint.clone()));
+            }
+            (PackageKind::Deployable, Some(entry)) if !entry.executable => {
+                return Err(PackageError::EntrypointNotExecutable(entry.path.clone()));
+            }
+            (PackageKind::Deployable, Some(_)) => PACKAGE_DIGEST_TAG,
+            (PackageKind::Source, Some(entry)) => {
+                return Err(PackageError::BuiltFileInSource(entry.path.clone()));
+            }
+            (PackageKind::Source, None) => SOURCE_DIGEST_TAG,
+        };
+        let digest = package_digest(tag, &manifest, &files)?;
         Ok(Package {
             manifest,
             files,
             digest,
+            kind,
         })
     }
 
-    /// Loads a package from its folder: `manifest.json` and every listed file, with its
-    /// executable bit. Files the manifest does not list, symbolic links and other special
-    /// files are refused. The digest is recomputed.
+    /// Loads a deployable package from its folder: `manifest.json` and every listed
+    /// file, the entrypoint binary included, with its executable bit. Files the manifest
+    /// does not list, symbolic links and other special files are refused. The digest is
+    /// recomputed. A source folder (no entrypoint) is refused with
+    /// [`PackageError::MissingFile`].
     pub fn load(dir: &Path) -> Result<Self, PackageError> {
-        let manifest_path = dir.join(MANIFEST_FILE);
-        let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
-        let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|source| PackageError::Json {
-                what: manifest_path.display().to_string(),
-                source,
-            })?;
-        let mut files = Vec::new();
-        collect_files(dir, dir, &mut files)?;
+        let (manifest, files) = read_folder(dir)?;
         Package::new(&manifest, files)
+    }
+
+    /// Loads a package's reviewable source from its folder: like [`Package::load`], but
+    /// the entrypoint must be absent (see [`Package::source`]).
+    pub fn load_source(dir: &Path) -> Result<Self, PackageError> {
+        let (manifest, files) = read_folder(dir)?;
+        Package::source(&manifest, files)
+    }
+
+    /// Loads a folder as whatever it is: deployable when the entrypoint is present,
+    /// source otherwise. For catalogs that record either kind; a tool sandbox uses
+    /// [`Package::load`].
+    pub fn load_any(dir: &Path) -> Result<Self, PackageError> {
+        let (manifest, files) = read_folder(dir)?;
+        let entrypoint = manifest.normalize()?.entrypoint.clone();
+        if files.iter().any(|f| f.path == entrypoint) {
+            Package::new(&manifest, files)
+        } else {
+            Package::source(&manifest, files)
+        }
+    }
+
+    /// Whether this is reviewable source or a deployable folder.
+    pub fn kind(&self) -> PackageKind {
+        self.kind
     }
 
     /// The normalized manifest.
@@ -167,12 +236,27 @@ impl Package {
     }
 }
 
+/// Reads a package folder: its manifest and every file below it.
+fn read_folder(dir: &Path) -> Result<(Manifest, Vec<PackageFile>), PackageError> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|source| PackageError::Json {
+            what: manifest_path.display().to_string(),
+            source,
+        })?;
+    let mut files = Vec::new();
+    collect_files(dir, dir, &mut files)?;
+    Ok((manifest, files))
+}
+
 /// Computes the package digest.
 ///
 /// SHA-256 over this framing (integers are unsigned big-endian):
 ///
 /// ```text
-/// "evidence-package-digest/v1\0"            version tag
+/// "evidence-package-digest/v1\0"            version tag (source:
+///                                           "evidence-package-source-digest/v1\0")
 /// u64 file count
 /// per file, in byte order of its path:
 ///     u64 path length, path bytes (UTF-8)
@@ -184,13 +268,14 @@ impl Package {
 ///
 /// and written `sha256:` + lowercase hex.
 fn package_digest(
+    tag: &[u8],
     manifest: &NormalizedManifest,
     files: &[PackageFile],
 ) -> Result<Digest, PackageError> {
     let mut sorted: Vec<&PackageFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     let mut h = Sha256::new();
-    h.update(PACKAGE_DIGEST_TAG);
+    h.update(tag);
     h.update((sorted.len() as u64).to_be_bytes());
     for file in sorted {
         h.update((file.path.len() as u64).to_be_bytes());

@@ -1,41 +1,41 @@
-//! The committed example packages under `packages/`: argument schemas from
-//! `evidence-policy`, golden digests, the catalog, the Auto-oncall profile and launchers.
+//! The committed package sources under `packages/`: argument schemas from
+//! `evidence-policy`, golden source digests, the catalog, the Auto-oncall profile, and
+//! that a source holds no built binary (packaging adds it: `evidence-tool`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use evidence_package::{
     AgentProfile, CATALOG_FILE, Catalog, CatalogFile, MANIFEST_FILE, Manifest, Package,
-    PackageError, Revision, Template, argument_schema,
+    PackageError, PackageKind, Revision, Template, argument_schema,
 };
 use evidence_result::{Digest, PackageId, PolicySource, Provider};
 
 const PROFILE_FILE: &str = "auto_oncall_agent.json";
 
-/// Golden digests of the committed packages. A change here is a reviewed change of what
+/// Golden source digests of the committed packages. A change here is a reviewed change of what
 /// ships: regenerate the records with `UPDATE_PACKAGES=1` and copy the new digests here.
 const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v2",
-        "sha256:defeb8e8635763cc11fffbc9ec42b048789bc6a7ca0e84683a0888b0cb56b895",
+        "sha256:f4af078a7d434542da48d9bf4f4895428f6fe5d7538ec1db9721e76c20b57783",
     ),
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:1cd61b46e7d5cb23b96f75083075cf68fa951ca2075ed18df899b5fdd0cd1538",
+        "sha256:456c3c7f75c2c7585be21709529f8c52f7e390429a4ec1efc1c3c21aebf6f763",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:e6bd68762adefeb089a3f706aa1515b129999b210e8fa6bb5cd6b9eb06d888cb",
+        "sha256:e1b008d57a103ca252e612b07b2216e0a154f4af28da335f9a1d70e699ebcb33",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:3a8a38a420b1631afc6666943b2e9bdfed0b8cc901ea0d5eebef507974979f94",
+        "sha256:bc0e9578f790020d3b9b31d71b8e353e077fd3f248536a9281f6c946089cbc10",
     ),
 ];
 
@@ -83,7 +83,9 @@ fn manifests_carry_the_policy_argument_schemas() {
 fn load_all() -> Vec<Package> {
     GOLDEN
         .iter()
-        .map(|(identity, revision, _)| Package::load(&package_dir(identity, revision)).unwrap())
+        .map(|(identity, revision, _)| {
+            Package::load_source(&package_dir(identity, revision)).unwrap()
+        })
         .collect()
 }
 
@@ -226,12 +228,19 @@ fn committed_catalog_loads_and_the_auto_oncall_profile_validates() {
 
 #[cfg(unix)]
 #[test]
-fn committed_files_keep_a_meaningful_executable_bit() {
+fn committed_sources_hold_no_binary_and_no_executable_file() {
     for p in load_all() {
+        assert_eq!(p.kind(), PackageKind::Source);
         for f in p.files() {
-            let is_entry = f.path() == p.manifest().entrypoint;
-            assert_eq!(f.is_executable(), is_entry, "{} {}", p.identity(), f.path());
+            assert!(!f.is_executable(), "{} {}", p.identity(), f.path());
+            assert_ne!(f.path(), p.manifest().entrypoint);
         }
+        // A source is not deployable: the entrypoint binary is missing.
+        let dir = package_dir(p.identity().as_str(), &p.revision().to_string());
+        assert!(matches!(
+            Package::load(&dir),
+            Err(PackageError::MissingFile(f)) if f == p.manifest().entrypoint
+        ));
     }
 }
 
@@ -245,58 +254,6 @@ fn copy_dir(from: &Path, to: &Path) {
         } else {
             std::fs::copy(entry.path(), &target).unwrap();
         }
-    }
-}
-
-#[cfg(unix)]
-#[test]
-fn launchers_exec_the_tool_binary_from_the_runtime_folder() {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-
-    let bin_dir = tempfile::tempdir().unwrap();
-    for (tool, identity, revision) in [
-        ("clinic_tool", "managed_auto_oncall_clinic", "v3"),
-        ("clinic_tool", "managed_auto_oncall_clinic", "v2"),
-        ("manus_tool", "managed_auto_oncall_manus", "v2"),
-        ("wetech_tool", "managed_auto_oncall_wetech", "v2"),
-    ] {
-        let fake = bin_dir.path().join(tool);
-        std::fs::write(
-            &fake,
-            format!("#!/bin/sh\nprintf '%s %s %s %s ' {tool} \"$EVIDENCE_PACKAGE\" \"$EVIDENCE_PACKAGE_REVISION\" \"$*\"\ncat\n"),
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-
-        let package = Package::load(&package_dir(identity, revision)).unwrap();
-        let launcher = package_dir(identity, revision).join(&package.manifest().entrypoint);
-        let mut child = Command::new(&launcher)
-            .arg("--flag")
-            .env("EVIDENCE_TOOL_BIN_DIR", bin_dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"{\"queryId\":\"q\"}")
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            format!("{tool} {identity} {revision} --flag {{\"queryId\":\"q\"}}")
-        );
-
-        let out = Command::new(&launcher)
-            .env_remove("EVIDENCE_TOOL_BIN_DIR")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(127));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("EVIDENCE_TOOL_BIN_DIR is not set"));
     }
 }
 
@@ -318,7 +275,10 @@ fn a_tampered_copy_is_refused_on_load() {
 
     // An untouched copy loads with the same digests.
     let copy = fresh();
-    assert_eq!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert_eq!(
+        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        recorded
+    );
     Catalog::load(copy.path()).unwrap();
 
     // One byte of a file.
@@ -327,7 +287,10 @@ fn a_tampered_copy_is_refused_on_load() {
     let mut bytes = std::fs::read(&readme).unwrap();
     bytes[0] ^= 1;
     std::fs::write(&readme, bytes).unwrap();
-    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert_ne!(
+        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        recorded
+    );
     assert!(matches!(
         Catalog::load(copy.path()),
         Err(PackageError::DigestMismatch { .. })
@@ -340,29 +303,30 @@ fn a_tampered_copy_is_refused_on_load() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert_ne!(
+        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        recorded
+    );
+    // A binary placed in the source at the entrypoint's path.
     let copy = fresh();
-    std::fs::set_permissions(
-        pkg(copy.path()).join("bin/clinic-tool"),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
+    std::fs::create_dir_all(pkg(copy.path()).join("bin")).unwrap();
+    std::fs::write(pkg(copy.path()).join("bin/clinic-tool"), "#!/bin/sh\nenv\n").unwrap();
     assert!(matches!(
-        Package::load(&pkg(copy.path())),
-        Err(PackageError::EntrypointNotExecutable(_))
+        Package::load_source(&pkg(copy.path())),
+        Err(PackageError::BuiltFileInSource(p)) if p == "bin/clinic-tool"
     ));
 
     // An added file, a removed file.
     let copy = fresh();
     std::fs::write(pkg(copy.path()).join("extra.sh"), "echo hi\n").unwrap();
     assert!(matches!(
-        Package::load(&pkg(copy.path())),
+        Package::load_source(&pkg(copy.path())),
         Err(PackageError::UnlistedFile(p)) if p == "extra.sh"
     ));
     let copy = fresh();
     std::fs::remove_file(pkg(copy.path()).join("README.md")).unwrap();
     assert!(matches!(
-        Package::load(&pkg(copy.path())),
+        Package::load_source(&pkg(copy.path())),
         Err(PackageError::MissingFile(p)) if p == "README.md"
     ));
 
@@ -372,7 +336,10 @@ fn a_tampered_copy_is_refused_on_load() {
     let mut manifest = Manifest::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
     manifest.limits.timeout_ms += 1;
     std::fs::write(&path, serde_json::to_string(&manifest).unwrap()).unwrap();
-    assert_ne!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert_ne!(
+        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        recorded
+    );
 
     // Reordered manifest JSON (compact, keys reversed) keeps the digest.
     let copy = fresh();
@@ -381,13 +348,16 @@ fn a_tampered_copy_is_refused_on_load() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let reversed = reverse_keys(&value);
     std::fs::write(&path, reversed).unwrap();
-    assert_eq!(Package::load(&pkg(copy.path())).unwrap().digest(), recorded);
+    assert_eq!(
+        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        recorded
+    );
 
     // A symbolic link in the package is refused.
     let copy = fresh();
     std::os::unix::fs::symlink("/etc/hostname", pkg(copy.path()).join("link")).unwrap();
     assert!(matches!(
-        Package::load(&pkg(copy.path())),
+        Package::load_source(&pkg(copy.path())),
         Err(PackageError::InvalidPath { .. })
     ));
 }

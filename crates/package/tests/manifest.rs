@@ -189,8 +189,9 @@ fn auth_binding_rules() {
     for env in [
         "PATH",
         "LD_PRELOAD",
-        "EVIDENCE_TOOL_BIN_DIR",
         "EVIDENCE_TRUSTED_CONTEXT",
+        "EVIDENCE_POLICY_KEYS",
+        "EVIDENCE_ANYTHING",
         "lower",
     ] {
         let e = normalize(&with(Provider::Clinic, "/auth/secrets/0/env", json!(env))).unwrap_err();

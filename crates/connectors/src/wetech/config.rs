@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use evidence_package::GuardLimits;
-use evidence_policy::{ScopeBinding, ScopeValue};
 use url::Url;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
@@ -132,16 +130,11 @@ pub struct WetechConfig {
     pub limits: ResponseLimits,
     /// Prometheus' server-side evaluation `timeout` parameter, when set.
     pub evaluation_timeout: Option<Duration>,
-    /// The labels every selector is bound to (the package's `scope_labels`;
-    /// `cluster_id` by default).
-    pub scope: Vec<ScopeBinding>,
-    /// Limits of the output guard.
-    pub guard_limits: GuardLimits,
 }
 
 impl WetechConfig {
     /// A configuration for Grafana at `grafana_url` (checked against `allowlist` before
-    /// every call) and the datasource `datasource_uid`, with default limits and scope.
+    /// every call) and the datasource `datasource_uid`, with default limits.
     /// How many series the evidence keeps comes from the trusted policy
     /// (`max_series_kept`).
     pub fn new(
@@ -158,19 +151,7 @@ impl WetechConfig {
             browser,
             limits: ResponseLimits::default(),
             evaluation_timeout: None,
-            scope: WetechConfig::default_scope(),
-            guard_limits: GuardLimits::default(),
         }
-    }
-
-    /// The Wetech package's scope labels (`cluster_id` bound to the policy's cluster),
-    /// as its manifest declares them.
-    pub fn default_scope() -> Vec<ScopeBinding> {
-        vec![ScopeBinding {
-            label: "cluster_id".to_owned(),
-            value: ScopeValue::ClusterId,
-            optional: false,
-        }]
     }
 
     /// Replaces the query limits.
@@ -223,6 +204,5 @@ mod tests {
             c.url_of("api/health").unwrap().as_str(),
             "https://g.example/grafana/api/health"
         );
-        assert_eq!(c.scope.len(), 1);
     }
 }

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use evidence_package::{GuardBuilder, OutputGuard};
-use evidence_policy::{LockedQuery, LockedRequest, TrustedPolicy, lock};
+use evidence_policy::{LockedQuery, LockedRequest};
 use evidence_result::{
-    Details, ErrorCode, Evidence, Failure, FailureClass, Origin, PackageId, PolicySource, Provider,
-    ResultError, ToolResult,
+    Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider, ResultError,
+    ToolResult,
 };
 use fantoccini::Client;
 use secrecy::{ExposeSecret, SecretString};
@@ -77,7 +76,6 @@ impl WetechSecrets {
 /// What a call needs from its secrets before the browser starts.
 struct Prepared {
     state: StorageState,
-    guard: OutputGuard,
     mapper: ResponseMapper,
 }
 
@@ -89,8 +87,9 @@ struct Prepared {
 /// Chromium's major version. The storage state's cookies are added with their stored
 /// attributes and its localStorage entries written (values as script arguments), the
 /// query runs as a `fetch` from a Grafana page through the datasource proxy, and the
-/// session is closed, the driver stopped and the profile removed on every path. Besides
-/// the caller's guard, the result passes an output guard built from the storage state.
+/// session is closed, the driver stopped and the profile removed on every path. The
+/// caller (the sandbox call of `evidence-tool`) guards the result; provider text is
+/// redacted with the storage state's values here.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WetechConnector;
 
@@ -98,35 +97,6 @@ impl WetechConnector {
     /// The connector. It holds no state: everything comes with each call.
     pub fn new() -> Self {
         WetechConnector
-    }
-
-    /// Locks the model's arguments against the trusted policy (with the configuration's
-    /// scope labels) and, only when they lock, runs the query. A rejected call is
-    /// answered from the lock alone: no ChromeDriver, no browser and no network.
-    pub async fn lock_and_call(
-        &self,
-        policy: &TrustedPolicy,
-        source: PolicySource,
-        args: &Value,
-        config: &WetechConfig,
-        secrets: &WetechSecrets,
-    ) -> Result<ToolResult, ResultError> {
-        match lock(policy, source, args, &config.scope) {
-            Ok(request) => self.call(&request, config, secrets).await,
-            Err(rejection) => {
-                let origin = Origin {
-                    package: policy.package.clone(),
-                    provider: policy.provider,
-                    operation: policy.operation,
-                    policy_source: Some(source),
-                };
-                let result = rejection.to_tool_result(origin)?;
-                match prepare(config, secrets) {
-                    Ok(prepared) => guarded(&prepared.guard, result),
-                    Err(_) => Ok(result),
-                }
-            }
-        }
     }
 
     /// Starts a browser exactly as a call does, opens Grafana's health page and reads
@@ -185,7 +155,7 @@ impl Connector for WetechConnector {
         };
         let query_id = Some(query.query_id.clone());
         let digest = Some(query.request_digest);
-        let prepared = match prepare(config, secrets) {
+        let prepared = match prepare(secrets) {
             Ok(p) => p,
             Err(failure) => return failed(origin, query_id, digest, *failure),
         };
@@ -193,7 +163,7 @@ impl Connector for WetechConnector {
         // browser and sends nothing.
         if let Err(e) = config.allowlist.check(&config.grafana_url) {
             let failure = prepared.mapper.failure(&e);
-            return guarded(&prepared.guard, failed(origin, query_id, digest, failure)?);
+            return failed(origin, query_id, digest, failure);
         }
         let top_k = request.policy.limits.max_series_kept;
         let details = match run(config, query, &prepared, top_k).await {
@@ -205,12 +175,12 @@ impl Connector for WetechConnector {
             ),
             Err(failure) => Details::failure(origin, query_id, digest, *failure),
         };
-        guarded(&prepared.guard, finish(details)?)
+        finish(details)
     }
 }
 
-/// Parses the storage state, builds the output guard and the redactor. Local only.
-fn prepare(config: &WetechConfig, secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
+/// Parses the storage state and builds the redactor. Local only.
+fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
     let invalid = |detail: String| {
         Box::new(Failure::new(
             code("wetech_storage_state_invalid"),
@@ -220,22 +190,8 @@ fn prepare(config: &WetechConfig, secrets: &WetechSecrets) -> Result<Prepared, B
     };
     let state = StorageState::parse(&secrets.storage_state).map_err(invalid)?;
     let redactor = Redactor::new(state.secret_values());
-    let mut builder = GuardBuilder::new(config.guard_limits);
-    builder
-        .add_storage_state(WetechSecrets::STORAGE_STATE, &secrets.storage_state)
-        .map_err(|e| invalid(redactor.redact(&e.to_string())))?;
-    let guard = builder.build().map_err(|e| {
-        Box::new(internal(
-            "wetech_guard_failed",
-            format!("the output guard could not be built: {e}"),
-        ))
-    })?;
     let mapper = ResponseMapper::new(Provider::Wetech, redactor);
-    Ok(Prepared {
-        state,
-        guard,
-        mapper,
-    })
+    Ok(Prepared { state, mapper })
 }
 
 async fn run(
@@ -483,25 +439,6 @@ fn is_login_page(config: &WetechConfig, at: &Url) -> bool {
     let base_path = base.path().trim_end_matches('/');
     let rest = at.path().strip_prefix(base_path).unwrap_or(at.path());
     rest.trim_start_matches('/').starts_with("login")
-}
-
-/// Passes a result through the output guard; a guard that cannot decide blocks.
-fn guarded(guard: &OutputGuard, result: ToolResult) -> Result<ToolResult, ResultError> {
-    let origin = result.details().origin();
-    let query_id = result.details().query_id.clone();
-    match guard.enforce(result) {
-        Ok(r) => Ok(r),
-        Err(_) => ToolResult::new(Details::failure(
-            origin,
-            query_id,
-            None,
-            Failure::new(
-                ErrorCode::output_blocked(),
-                FailureClass::OutputBlocked,
-                "the tool output was withheld because the secret scan could not complete",
-            ),
-        )),
-    }
 }
 
 fn code(s: &'static str) -> ErrorCode {
@@ -836,65 +773,8 @@ mod tests {
         ))
     }
 
-    fn evidence_with_label(value: &str) -> Evidence {
-        let body = json!({"status": "success", "data": {"resultType": "matrix", "result": [
-            {"metric": {"session_id": value}, "values": [[1784641800, "1"]]}]}})
-        .to_string();
-        ResponseMapper::new(Provider::Wetech, Redactor::default())
-            .evidence(
-                &RawResponse::new(200, None, body),
-                &Compaction::default(),
-                &KeepLabels,
-            )
-            .unwrap()
-    }
-
-    fn origin() -> Origin {
-        Origin {
-            package: PackageId::wetech(),
-            provider: Provider::Wetech,
-            operation: evidence_result::Operation::QueryRange,
-            policy_source: Some(PolicySource::TrustedEnvelope),
-        }
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
-
-        /// A storage-state cookie or localStorage value in the output, raw or encoded,
-        /// is withheld: the result becomes `output_blocked` naming the secret, never
-        /// carrying the value.
-        #[test]
-        fn storage_state_values_in_output_are_blocked(
-            cookie in "[A-Za-z0-9_-]{12,40}",
-            local in "[A-Za-z0-9_.-]{12,40}",
-            which in any::<bool>(),
-            encoding in 0u8..4,
-        ) {
-            let config = config("http://127.0.0.1:3000");
-            let secrets = state_with(&cookie, &local, "http://127.0.0.1:3000");
-            let prepared = prepare(&config, &secrets).unwrap();
-            let value = if which { &cookie } else { &local };
-            let planted = match encoding {
-                0 => value.clone(),
-                1 => base64::engine::general_purpose::STANDARD.encode(value),
-                2 => percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string(),
-                _ => value.bytes().map(|b| format!("{b:02x}")).collect(),
-            };
-            let result = ToolResult::new(Details::success(
-                origin(),
-                evidence_result::QueryId::new("q").unwrap(),
-                evidence_result::RequestDigest::of(&json!({"q": 1})).unwrap(),
-                evidence_with_label(&planted),
-            ))
-            .unwrap();
-            let out = guarded(&prepared.guard, result).unwrap();
-            let error = out.details().error.clone().unwrap();
-            prop_assert_eq!(error.class, FailureClass::OutputBlocked);
-            let wire = out.to_json().unwrap();
-            prop_assert!(!wire.contains(&cookie) && !wire.contains(&local));
-            prop_assert!(wire.contains("wetech_storage_state"));
-        }
 
         /// Provider text that echoes a storage-state value never carries it into
         /// `detail_error`, whether it arrives as a Prometheus envelope or an error frame.
@@ -905,9 +785,8 @@ mod tests {
             status in prop_oneof![Just(400u16), Just(401), Just(422), Just(500)],
             frame in any::<bool>(),
         ) {
-            let config = config("http://127.0.0.1:3000");
             let secrets = state_with(&cookie, &local, "http://127.0.0.1:3000");
-            let prepared = prepare(&config, &secrets).unwrap();
+            let prepared = prepare(&secrets).unwrap();
             let text = format!("rejected session {cookie} with token {local}");
             let body = if frame {
                 json!({"results": {"A": {"error": text, "status": status}}}).to_string()

@@ -62,11 +62,7 @@ pub(crate) fn manifest(value: &Value) -> Manifest {
 /// The files `manifest_json` lists.
 pub(crate) fn files() -> Vec<PackageFile> {
     vec![
-        PackageFile::new(
-            "bin/tool",
-            true,
-            b"#!/bin/sh\nexec \"$EVIDENCE_TOOL_BIN_DIR/tool\"\n".to_vec(),
-        ),
+        PackageFile::new("bin/tool", true, b"\x7fELF tool binary".to_vec()),
         PackageFile::new("README.md", false, b"# tool\n".to_vec()),
         PackageFile::new("lib/helper.sh", false, b"helper() { :; }\n".to_vec()),
     ]

@@ -2,30 +2,32 @@
 //! exact package digest.
 //!
 //! ```text
-//! sign_policy (--package-dir DIR | --package-digest sha256:HEX) [--kid ID] [--key BASE64]
+//! sign-policy (--package-dir DIR | --package-digest sha256:HEX) [--kid ID] [--key BASE64]
 //!     < policy.json > envelope.json
 //! ```
 //!
 //! The policy JSON comes on stdin. The key id and key come from `--kid`/`--key` or from
 //! `EVIDENCE_SIGNING_KID`/`EVIDENCE_SIGNING_KEY` (standard base64, at least 32 bytes).
-//! With `--package-dir` the package digest is recomputed from the package folder; a
+//! With `--package-dir` the package digest is recomputed from the deployable package
+//! folder (the tool binary included; a source folder without its binary is refused); a
 //! digest written anywhere is never trusted. The envelope is written to stdout.
 
 use std::error::Error;
 use std::io::Read as _;
 use std::path::PathBuf;
 
-use managed_evidence::package::Package;
-use managed_evidence::policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
-use managed_evidence::result::Digest;
+use evidence_package::Package;
+use evidence_policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use evidence_result::Digest;
+use evidence_tool::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
 use secrecy::SecretString;
 
-const USAGE: &str = "usage: sign_policy (--package-dir DIR | --package-digest sha256:HEX) \
+const USAGE: &str = "usage: sign-policy (--package-dir DIR | --package-digest sha256:HEX) \
 [--kid ID] [--key BASE64] < policy.json (key also from EVIDENCE_SIGNING_KID / EVIDENCE_SIGNING_KEY)";
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("sign_policy: {e}");
+        eprintln!("sign-policy: {e}");
         eprintln!("{USAGE}");
         std::process::exit(2);
     }
@@ -34,10 +36,8 @@ fn main() {
 fn run() -> Result<(), Box<dyn Error>> {
     let mut package_dir: Option<PathBuf> = None;
     let mut package_digest: Option<Digest> = None;
-    let mut kid = std::env::var("EVIDENCE_SIGNING_KID").ok();
-    let mut key = std::env::var("EVIDENCE_SIGNING_KEY")
-        .ok()
-        .map(SecretString::from);
+    let mut kid = std::env::var(SIGNING_KID_ENV).ok();
+    let mut key = std::env::var(SIGNING_KEY_ENV).ok().map(SecretString::from);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));

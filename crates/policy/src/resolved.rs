@@ -1,0 +1,105 @@
+//! What a connector needs from the trusted policy, resolved once while locking: the
+//! cluster's fields (path template placeholders and scope label values name them from
+//! the one list [`PolicyField`]), the Manus target and how many series the evidence
+//! keeps. A connector reads this, never the policy.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{ManusTarget, TrustedPolicy};
+
+/// A field of the trusted policy's scope that a scope label is bound to or a path
+/// template placeholder names. Its snake_case name is the one spelling everywhere
+/// (`{cluster_id}` in a template, `"value": "cluster_id"` in a manifest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyField {
+    /// `cluster.id`.
+    ClusterId,
+    /// `account`.
+    Account,
+    /// `cluster.parent_id` (Premium).
+    ParentId,
+    /// `cluster.keyspace_id` (Starter, Essential).
+    KeyspaceId,
+}
+
+impl PolicyField {
+    /// Every field.
+    pub const ALL: [PolicyField; 4] = [
+        PolicyField::ClusterId,
+        PolicyField::Account,
+        PolicyField::ParentId,
+        PolicyField::KeyspaceId,
+    ];
+
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyField::ClusterId => "cluster_id",
+            PolicyField::Account => "account",
+            PolicyField::ParentId => "parent_id",
+            PolicyField::KeyspaceId => "keyspace_id",
+        }
+    }
+
+    /// The field called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        PolicyField::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// The scope a locked request runs in, resolved from its trusted policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedScope {
+    /// The provider account.
+    pub account: String,
+    /// The cluster id.
+    pub cluster_id: String,
+    /// The Premium parent id, when the tier has one.
+    pub parent_id: Option<String>,
+    /// The keyspace id, when the tier has one.
+    pub keyspace_id: Option<String>,
+    /// The Manus target; present exactly for Manus.
+    pub manus_target: Option<ManusTarget>,
+    /// Most series kept in the compact evidence (top-k by peak).
+    pub series_kept: u32,
+}
+
+impl ResolvedScope {
+    /// Resolves the scope of `policy`.
+    pub fn of(policy: &TrustedPolicy) -> Self {
+        ResolvedScope {
+            account: policy.account.clone(),
+            cluster_id: policy.cluster.id.clone(),
+            parent_id: policy.cluster.parent_id.clone(),
+            keyspace_id: policy.cluster.keyspace_id.clone(),
+            manus_target: policy.manus_target,
+            series_kept: policy.limits.max_series_kept,
+        }
+    }
+
+    /// The value of `field`, when the policy has it.
+    pub fn field(&self, field: PolicyField) -> Option<&str> {
+        match field {
+            PolicyField::ClusterId => Some(self.cluster_id.as_str()),
+            PolicyField::Account => Some(self.account.as_str()),
+            PolicyField::ParentId => self.parent_id.as_deref(),
+            PolicyField::KeyspaceId => self.keyspace_id.as_deref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for f in PolicyField::ALL {
+            assert_eq!(PolicyField::from_name(f.name()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
+        }
+        assert_eq!(PolicyField::from_name("ticket"), None);
+    }
+}

@@ -1,0 +1,9 @@
+//! Tool-sandbox entrypoint of `managed_auto_oncall_wetech`: the file `bin/wetech-tool` of its
+//! deployable package folder. Reads the model's arguments (JSON) on stdin and the runtime
+//! context (see the crate README's table), writes one `ToolResult` JSON to stdout and one
+//! audit record. Exits 0 whenever it wrote a result, failures of the runtime context
+//! included.
+
+fn main() -> std::process::ExitCode {
+    evidence_tool::run_entrypoint(evidence_tool::Tool::Wetech)
+}

@@ -1,0 +1,282 @@
+//! The one tool-sandbox call: verify the trusted policy for this exact package digest,
+//! read and lock the model's arguments, run the connector, pass the result through the
+//! output guard, and produce the audit record. Everything before the connector is local:
+//! nothing leaves the sandbox and no browser starts until the request is locked.
+//!
+//! [`run_sandbox_call`] does it all at once. An embedder that keeps turn control splits
+//! it: [`prepare`] (verify and lock, local), [`PreparedCall::plan`] (the call
+//! `Turn::admit` judges), [`PreparedCall::run`] (connector, guard, audit). Both go through
+//! the same code; there is no other way to run a connector from this crate.
+
+use std::time::Instant;
+
+use evidence_connectors::Connector;
+use evidence_materialize::Call;
+use evidence_package::{AuditRecord, CallContext, Package, SecretBinding};
+use evidence_policy::{CanaryPolicy, KeyRing, LockedRequest, SignedPolicy, TrustedPolicy, lock};
+use evidence_result::{
+    Correction, Details, ErrorCode, Failure, FailureClass, Operation, Origin, PolicySource,
+    ToolResult,
+};
+use jiff::Timestamp;
+
+use crate::ToolError;
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::plan::{plan_answered, plan_locked};
+
+/// Where the trusted policy of a call comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum PolicyInput<'a> {
+    /// A signed per-request envelope from the runtime context, verified with these keys.
+    Envelope {
+        /// The envelope.
+        envelope: &'a SignedPolicy,
+        /// The verification key ring.
+        keys: &'a KeyRing,
+    },
+    /// The explicit static canary policy the caller opted into; results say so.
+    Canary(&'a CanaryPolicy),
+}
+
+/// Everything one call needs besides the connector and its configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxCall<'a> {
+    /// The package, loaded and its digest recomputed from its files.
+    pub package: &'a Package,
+    /// The secrets bound to exactly this package digest (their output guard included).
+    pub binding: &'a SecretBinding,
+    /// The trusted policy source.
+    pub policy: PolicyInput<'a>,
+    /// The model's arguments, as the raw JSON text it wrote.
+    pub args: &'a str,
+    /// The current time.
+    pub now: Timestamp,
+}
+
+/// The guarded result of a call and its audit record.
+#[derive(Debug, Clone)]
+pub struct SandboxOutcome {
+    /// The result, after the output guard.
+    pub result: ToolResult,
+    /// The audit record of the call.
+    pub audit: AuditRecord,
+}
+
+/// What preparing decided: a locked request to run, or the result that answers the call
+/// without any network work.
+#[derive(Debug, Clone)]
+enum Prepared {
+    Locked(LockedRequest),
+    Answered(ToolResult),
+}
+
+/// A call verified and locked, not yet run. Made by [`prepare`].
+#[derive(Debug, Clone)]
+pub struct PreparedCall<'a> {
+    package: &'a Package,
+    binding: &'a SecretBinding,
+    now: Timestamp,
+    started: Instant,
+    policy: Option<TrustedPolicy>,
+    prepared: Prepared,
+}
+
+/// The origin of results of `package` under `source`.
+fn origin_of(package: &Package, source: PolicySource) -> Origin {
+    Origin {
+        package: package.identity().clone(),
+        provider: package.manifest().provider,
+        operation: Operation::QueryRange,
+        policy_source: Some(source),
+    }
+}
+
+fn local_failure(
+    origin: Origin,
+    code: &str,
+    class: FailureClass,
+    detail: String,
+) -> Result<ToolResult, ToolError> {
+    let mut failure = Failure::new(ErrorCode::new(code)?, class, detail);
+    if !class.allows_correction() {
+        failure = failure.with_correction(Correction::for_class(class, None, Vec::new()));
+    }
+    Ok(ToolResult::new(Details::failure(
+        origin, None, None, failure,
+    ))?)
+}
+
+/// Verifies the trusted policy for the package's recomputed digest and locks the model's
+/// arguments. Local only: nothing is sent and no browser starts. Every outcome is a
+/// [`PreparedCall`]; `Err` only when not even a failure result can be built.
+pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
+    let started = Instant::now();
+    let package = call.package;
+    let source = match call.policy {
+        PolicyInput::Envelope { .. } => PolicySource::TrustedEnvelope,
+        PolicyInput::Canary(_) => PolicySource::StaticCanary,
+    };
+    let origin = origin_of(package, source);
+    let answered = |result: ToolResult, policy: Option<TrustedPolicy>| PreparedCall {
+        package,
+        binding: call.binding,
+        now: call.now,
+        started,
+        policy,
+        prepared: Prepared::Answered(result),
+    };
+    if call.binding.digest() != package.digest() || call.binding.identity() != package.identity() {
+        let failure = RuntimeFailure::new(
+            RuntimeFailureKind::SecretNotBound,
+            "the injected secrets are bound to another package digest",
+        );
+        return Ok(answered(failure.to_tool_result(origin)?, None));
+    }
+    let policy = match call.policy {
+        PolicyInput::Envelope { envelope, keys } => evidence_policy::verify(
+            envelope,
+            keys,
+            &package.digest(),
+            package.identity(),
+            package.manifest().provider,
+            call.now,
+        ),
+        PolicyInput::Canary(canary) => Ok(canary.policy().clone()),
+    };
+    let policy = match policy {
+        Ok(policy) => policy,
+        Err(why) => {
+            let failure = RuntimeFailure::new(
+                RuntimeFailureKind::PolicyVerificationFailed,
+                format!("the trusted policy did not verify for this package: {why}"),
+            );
+            return Ok(answered(failure.to_tool_result(origin)?, None));
+        }
+    };
+    let args = match serde_json::from_str::<serde_json::Value>(call.args) {
+        Ok(args) => args,
+        Err(e) => {
+            let result = local_failure(
+                origin,
+                "invalid_json",
+                FailureClass::InvalidArgument,
+                format!("the arguments are not valid JSON: {e}"),
+            )?;
+            return Ok(answered(result, Some(policy)));
+        }
+    };
+    match lock(&policy, source, &args, &package.manifest().scope_labels) {
+        Ok(locked) => Ok(PreparedCall {
+            package,
+            binding: call.binding,
+            now: call.now,
+            started,
+            policy: Some(policy),
+            prepared: Prepared::Locked(locked),
+        }),
+        Err(rejection) => {
+            let result = rejection.to_tool_result(origin)?;
+            Ok(answered(result, Some(policy)))
+        }
+    }
+}
+
+impl PreparedCall<'_> {
+    /// The call as `Turn::admit` judges it: package, each `queryId` and its request
+    /// digest, taken from the locked request (or from the local answer).
+    pub fn plan(&self) -> Call {
+        match &self.prepared {
+            Prepared::Locked(request) => plan_locked(request),
+            Prepared::Answered(result) => plan_answered(
+                self.package.identity().clone(),
+                self.package.manifest().provider,
+                result,
+            ),
+        }
+    }
+
+    /// The locked request, when the arguments locked.
+    pub fn locked(&self) -> Option<&LockedRequest> {
+        match &self.prepared {
+            Prepared::Locked(request) => Some(request),
+            Prepared::Answered(_) => None,
+        }
+    }
+
+    /// Runs the connector on the locked request (nothing runs for a call answered
+    /// locally), passes the result through the output guard and makes the audit record.
+    pub async fn run<C: Connector>(
+        self,
+        connector: &C,
+        config: &C::Config,
+        secrets: &C::Secrets,
+    ) -> Result<SandboxOutcome, ToolError> {
+        let result = match &self.prepared {
+            Prepared::Answered(result) => result.clone(),
+            Prepared::Locked(request) => match connector.call(request, config, secrets).await {
+                Ok(result) => result,
+                Err(e) => local_failure(
+                    request.origin(),
+                    "result_contract",
+                    FailureClass::Internal,
+                    format!("the connector's result was refused by the contract: {e}"),
+                )?,
+            },
+        };
+        self.finish(result)
+    }
+
+    /// Guards `result` and makes the audit record.
+    fn finish(self, result: ToolResult) -> Result<SandboxOutcome, ToolError> {
+        let output_bytes = result.text().len();
+        let result = guard(self.binding, result)?;
+        let (policy_id, ticket) = match &self.policy {
+            Some(p) => (Some(p.policy_id.to_string()), Some(p.ticket.to_string())),
+            None => (None, None),
+        };
+        let audit = AuditRecord::for_call(
+            self.package,
+            &CallContext {
+                time: self.now,
+                policy_id,
+                ticket,
+                duration: self.started.elapsed(),
+                output_bytes: u64::try_from(output_bytes).unwrap_or(u64::MAX),
+            },
+            &result,
+        )?;
+        Ok(SandboxOutcome { result, audit })
+    }
+}
+
+/// Passes a result through the binding's output guard. A scan that cannot complete
+/// blocks: the output is withheld, never passed unguarded.
+fn guard(binding: &SecretBinding, result: ToolResult) -> Result<ToolResult, ToolError> {
+    let origin = result.details().origin();
+    let query_id = result.details().query_id.clone();
+    match binding.guard().enforce(result) {
+        Ok(result) => Ok(result),
+        Err(_) => Ok(ToolResult::new(Details::failure(
+            origin,
+            query_id,
+            None,
+            Failure::new(
+                ErrorCode::output_blocked(),
+                FailureClass::OutputBlocked,
+                "the tool output was withheld because the secret scan could not complete",
+            ),
+        ))?),
+    }
+}
+
+/// Runs one call in a tool sandbox: [`prepare`], then [`PreparedCall::run`]. An `Err`
+/// means no result could be produced at all; every other outcome, rejections, policy
+/// failures and provider failures included, is a guarded `ToolResult`.
+pub async fn run_sandbox_call<C: Connector>(
+    connector: &C,
+    config: &C::Config,
+    secrets: &C::Secrets,
+    call: SandboxCall<'_>,
+) -> Result<SandboxOutcome, ToolError> {
+    prepare(call)?.run(connector, config, secrets).await
+}

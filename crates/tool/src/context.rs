@@ -1,0 +1,254 @@
+//! The runtime-context contract of a tool sandbox: every environment variable an
+//! entrypoint, the signer or the packaging command reads is named here once, with who
+//! sets it, whether it is required and what it holds. [`CONTEXT_VARS`] is the table the
+//! README's entrypoint section shows (a test keeps the two equal).
+
+use evidence_connectors::{ClinicSecrets, ManusSecrets, WetechSecrets};
+use evidence_policy::RUNTIME_CONTEXT_ENV;
+
+/// The file holding the signed per-request policy envelope (set by the runtime, per call).
+pub const TRUSTED_CONTEXT_ENV: &str = RUNTIME_CONTEXT_ENV;
+/// The policy verification keys, `kid:base64key,...` (set by the runtime).
+pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
+/// The file the audit record is appended to; stderr when unset (set by the runtime).
+pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
+/// The Clinic API base URL (deployment configuration).
+pub const CLINIC_BASE_URL_ENV: &str = "CLINIC_BASE_URL";
+/// The Clinic `query_range` path template (deployment configuration, optional).
+pub const CLINIC_QUERY_PATH_TEMPLATE_ENV: &str = "CLINIC_QUERY_PATH_TEMPLATE";
+/// The base URL of the Manus `vida` target (deployment configuration).
+pub const MANUS_VIDA_URL_ENV: &str = "MANUS_VIDA_URL";
+/// The base URL of the Manus `monica` target (deployment configuration).
+pub const MANUS_MONICA_URL_ENV: &str = "MANUS_MONICA_URL";
+/// The Grafana base URL in front of Wetech (deployment configuration).
+pub const WETECH_GRAFANA_URL_ENV: &str = "WETECH_GRAFANA_URL";
+/// The Grafana datasource uid Wetech queries (deployment configuration).
+pub const WETECH_DATASOURCE_UID_ENV: &str = "WETECH_DATASOURCE_UID";
+/// The Chromium binary (deployment configuration, default `/usr/bin/chromium`).
+pub const WETECH_CHROMIUM_ENV: &str = "WETECH_CHROMIUM";
+/// The ChromeDriver binary (deployment configuration, default `/usr/bin/chromedriver`).
+pub const WETECH_CHROMEDRIVER_ENV: &str = "WETECH_CHROMEDRIVER";
+/// The signing key id (signer only).
+pub const SIGNING_KID_ENV: &str = "EVIDENCE_SIGNING_KID";
+/// The signing key (signer only; never in a tool sandbox).
+pub const SIGNING_KEY_ENV: &str = "EVIDENCE_SIGNING_KEY";
+
+/// Default Chromium binary of the Wetech entrypoint.
+pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+/// Default ChromeDriver binary of the Wetech entrypoint.
+pub const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Who sets a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetBy {
+    /// The agent runtime, per call (never the model).
+    Runtime,
+    /// The package's auth binding, only in a fresh sandbox of the bound digest.
+    AuthBinding,
+    /// The deployment of the package (configuration, no secret).
+    Deployment,
+    /// The operator of the policy signer (Auto-oncall's side, never a tool sandbox).
+    Signer,
+}
+
+/// Which binary reads a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadBy {
+    /// Every tool entrypoint.
+    AllTools,
+    /// `clinic-tool`.
+    Clinic,
+    /// `manus-tool`.
+    Manus,
+    /// `wetech-tool`.
+    Wetech,
+    /// `sign-policy`.
+    SignPolicy,
+}
+
+/// One variable of the runtime-context contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextVar {
+    /// The variable's name.
+    pub name: &'static str,
+    /// Which binary reads it.
+    pub read_by: ReadBy,
+    /// Who sets it.
+    pub set_by: SetBy,
+    /// Whether the binary needs it (a missing required variable is a failure result).
+    pub required: bool,
+    /// What it holds.
+    pub holds: &'static str,
+}
+
+const fn var(
+    name: &'static str,
+    read_by: ReadBy,
+    set_by: SetBy,
+    required: bool,
+    holds: &'static str,
+) -> ContextVar {
+    ContextVar {
+        name,
+        read_by,
+        set_by,
+        required,
+        holds,
+    }
+}
+
+/// Every environment variable the binaries of this crate read.
+pub const CONTEXT_VARS: &[ContextVar] = &[
+    var(
+        TRUSTED_CONTEXT_ENV,
+        ReadBy::AllTools,
+        SetBy::Runtime,
+        true,
+        "path of the signed per-request policy envelope",
+    ),
+    var(
+        POLICY_KEYS_ENV,
+        ReadBy::AllTools,
+        SetBy::Runtime,
+        true,
+        "policy verification keys, `kid:base64key,...`",
+    ),
+    var(
+        AUDIT_LOG_ENV,
+        ReadBy::AllTools,
+        SetBy::Runtime,
+        false,
+        "file the audit record is appended to (stderr when unset)",
+    ),
+    var(
+        CLINIC_BASE_URL_ENV,
+        ReadBy::Clinic,
+        SetBy::Deployment,
+        true,
+        "Clinic API base URL (its host must be in the package allowlist)",
+    ),
+    var(
+        CLINIC_QUERY_PATH_TEMPLATE_ENV,
+        ReadBy::Clinic,
+        SetBy::Deployment,
+        false,
+        "cluster-scoped `query_range` path template",
+    ),
+    var(
+        ClinicSecrets::TOKEN_ENV,
+        ReadBy::Clinic,
+        SetBy::AuthBinding,
+        true,
+        "Clinic API bearer token (`clinic_api_token`)",
+    ),
+    var(
+        MANUS_VIDA_URL_ENV,
+        ReadBy::Manus,
+        SetBy::Deployment,
+        false,
+        "base URL of the `vida` target (the policy picks the target)",
+    ),
+    var(
+        MANUS_MONICA_URL_ENV,
+        ReadBy::Manus,
+        SetBy::Deployment,
+        false,
+        "base URL of the `monica` target",
+    ),
+    var(
+        ManusSecrets::USERNAME_ENV,
+        ReadBy::Manus,
+        SetBy::AuthBinding,
+        true,
+        "Manus session user (`manus_username`)",
+    ),
+    var(
+        ManusSecrets::PASSWORD_ENV,
+        ReadBy::Manus,
+        SetBy::AuthBinding,
+        true,
+        "Manus session password (`manus_password`)",
+    ),
+    var(
+        ManusSecrets::REFERENCE_KEYS_ENV,
+        ReadBy::Manus,
+        SetBy::AuthBinding,
+        true,
+        "opaque-reference key ring, `kid:base64key,...`, first key seals",
+    ),
+    var(
+        WETECH_GRAFANA_URL_ENV,
+        ReadBy::Wetech,
+        SetBy::Deployment,
+        true,
+        "Grafana base URL in front of Wetech",
+    ),
+    var(
+        WETECH_DATASOURCE_UID_ENV,
+        ReadBy::Wetech,
+        SetBy::Deployment,
+        true,
+        "Grafana datasource uid",
+    ),
+    var(
+        WETECH_CHROMIUM_ENV,
+        ReadBy::Wetech,
+        SetBy::Deployment,
+        false,
+        "Chromium binary (default /usr/bin/chromium)",
+    ),
+    var(
+        WETECH_CHROMEDRIVER_ENV,
+        ReadBy::Wetech,
+        SetBy::Deployment,
+        false,
+        "ChromeDriver binary (default /usr/bin/chromedriver)",
+    ),
+    var(
+        WetechSecrets::STORAGE_STATE_ENV,
+        ReadBy::Wetech,
+        SetBy::AuthBinding,
+        true,
+        "Playwright storageState JSON (`wetech_storage_state`)",
+    ),
+    var(
+        SIGNING_KID_ENV,
+        ReadBy::SignPolicy,
+        SetBy::Signer,
+        false,
+        "signing key id (or `--kid`)",
+    ),
+    var(
+        SIGNING_KEY_ENV,
+        ReadBy::SignPolicy,
+        SetBy::Signer,
+        false,
+        "signing key, base64 (or `--key`)",
+    ),
+];
+
+/// The value of a variable, `None` when unset or not UTF-8.
+pub(crate) fn get(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_name_is_listed_once() {
+        let names: BTreeSet<&str> = CONTEXT_VARS.iter().map(|v| v.name).collect();
+        assert_eq!(names.len(), CONTEXT_VARS.len());
+        for v in CONTEXT_VARS {
+            let runtime = v.name.starts_with(evidence_package::RUNTIME_ENV_PREFIX);
+            assert_eq!(
+                runtime,
+                matches!(v.set_by, SetBy::Runtime | SetBy::Signer),
+                "{}",
+                v.name
+            );
+        }
+    }
+}

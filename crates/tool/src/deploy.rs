@@ -1,0 +1,130 @@
+//! Deployable package folders: built from a package's reviewable source (manifest,
+//! README) and the tool binary itself, which becomes the entrypoint file, listed in
+//! `files` and covered by the digest that secrets and policy bind to. And the other way
+//! round: a running entrypoint finds its own package folder and refuses to run code that
+//! is not that folder's entrypoint.
+
+use std::path::{Path, PathBuf};
+
+use evidence_package::{MANIFEST_FILE, Package, PackageKind};
+
+use crate::ToolError;
+
+/// How many folders above the binary its package folder may be (`bin/<tool>` is one).
+const MAX_ENTRYPOINT_DEPTH: usize = 4;
+
+/// Builds a deployable folder at `out` (which must not exist or be empty) from the
+/// package source at `source` and the tool `binary`: the source's manifest and files,
+/// and the binary as the entrypoint (mode 755). Returns the deployable package, its
+/// digest recomputed from what was written.
+pub fn build_deployable(source: &Path, binary: &Path, out: &Path) -> Result<Package, ToolError> {
+    let src = Package::load_source(source)?;
+    let occupied = std::fs::read_dir(out)
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false);
+    if occupied {
+        return Err(ToolError::Packaging(format!(
+            "the output folder {} is not empty",
+            out.display()
+        )));
+    }
+    let binary_meta =
+        std::fs::metadata(binary).map_err(|e| ToolError::io("read the binary", binary, e))?;
+    if !binary_meta.is_file() {
+        return Err(ToolError::Packaging(format!(
+            "{} is not a file",
+            binary.display()
+        )));
+    }
+    create_dir(out)?;
+    let manifest_from = source.join(MANIFEST_FILE);
+    let manifest_to = out.join(MANIFEST_FILE);
+    std::fs::copy(&manifest_from, &manifest_to)
+        .map_err(|e| ToolError::io("copy the manifest to", &manifest_to, e))?;
+    set_mode(&manifest_to, 0o644)?;
+    for file in src.files() {
+        let to = out.join(file.path());
+        if let Some(parent) = to.parent() {
+            create_dir(parent)?;
+        }
+        std::fs::write(&to, file.contents()).map_err(|e| ToolError::io("write", &to, e))?;
+        set_mode(&to, 0o644)?;
+    }
+    let entry = out.join(&src.manifest().entrypoint);
+    if let Some(parent) = entry.parent() {
+        create_dir(parent)?;
+    }
+    std::fs::copy(binary, &entry).map_err(|e| ToolError::io("copy the binary to", &entry, e))?;
+    set_mode(&entry, 0o755)?;
+    Ok(Package::load(out)?)
+}
+
+/// The binary that is the entrypoint of the package at `source` when it sits next to
+/// `exe` (the packaging command's own folder): the entrypoint's file name, which is the
+/// tool binary's name (`bin/clinic-tool` -> `clinic-tool`).
+pub fn sibling_binary(source: &Path, exe: &Path) -> Result<PathBuf, ToolError> {
+    let src = Package::load_source(source)?;
+    let name = Path::new(&src.manifest().entrypoint)
+        .file_name()
+        .ok_or_else(|| ToolError::Packaging("the entrypoint has no file name".to_owned()))?
+        .to_owned();
+    let dir = exe
+        .parent()
+        .ok_or_else(|| ToolError::Packaging("the packaging command has no folder".to_owned()))?;
+    Ok(dir.join(name))
+}
+
+/// The deployable package whose entrypoint is the running binary `exe`: the nearest
+/// folder above it with a manifest, loaded (digest recomputed, the binary included) and
+/// checked to name exactly `exe` as its entrypoint. A binary outside a deployable folder,
+/// or one that is not its folder's entrypoint, gets an error: it runs nothing.
+pub fn own_package(exe: &Path) -> Result<Package, ToolError> {
+    let exe = exe
+        .canonicalize()
+        .map_err(|e| ToolError::io("resolve the running binary", exe, e))?;
+    let dir = exe
+        .ancestors()
+        .skip(1)
+        .take(MAX_ENTRYPOINT_DEPTH)
+        .find(|d| d.join(MANIFEST_FILE).is_file())
+        .ok_or_else(|| {
+            ToolError::Packaging(format!(
+                "{} is not inside a deployable package folder (no {MANIFEST_FILE} above it)",
+                exe.display()
+            ))
+        })?;
+    let package = Package::load(dir)?;
+    if package.kind() != PackageKind::Deployable {
+        return Err(ToolError::Packaging(format!(
+            "{} is not a deployable package folder",
+            dir.display()
+        )));
+    }
+    let entry = dir.join(&package.manifest().entrypoint);
+    let entry = entry
+        .canonicalize()
+        .map_err(|e| ToolError::io("resolve the entrypoint", &entry, e))?;
+    if entry != exe {
+        return Err(ToolError::Packaging(format!(
+            "the running binary is not the entrypoint of the package in {}",
+            dir.display()
+        )));
+    }
+    Ok(package)
+}
+
+fn create_dir(dir: &Path) -> Result<(), ToolError> {
+    std::fs::create_dir_all(dir).map_err(|e| ToolError::io("create", dir, e))
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> Result<(), ToolError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| ToolError::io("set the mode of", path, e))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Path, _mode: u32) -> Result<(), ToolError> {
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! The entrypoint flow of a tool binary: find its own deployable package, read the
+//! runtime context (model arguments on stdin, the policy envelope, the verification keys,
+//! the injected secrets, the deployment configuration), run the one sandbox call, and
+//! write one result and one audit record. A runtime-context failure is a result too
+//! (exit 0); a non-zero exit only when not even a result could be written.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use evidence_connectors::Connector;
+use evidence_package::{AuditRecord, CallContext, Package, SecretBinding, SecretValues};
+use evidence_policy::{KeyRing, PolicyError, SignedPolicy, read_runtime_envelope};
+use evidence_result::{Operation, Origin, PolicySource, ToolResult};
+use jiff::Timestamp;
+use secrecy::SecretString;
+
+use crate::ToolError;
+use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
+use crate::context::{POLICY_KEYS_ENV, TRUSTED_CONTEXT_ENV, get};
+use crate::deploy::own_package;
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::output::write_outputs;
+use crate::tools::{self, Tool};
+
+/// Runs the entrypoint of `tool` in this process and returns its exit status: success
+/// whenever a result was written.
+pub fn run_entrypoint(tool: Tool) -> ExitCode {
+    let name = tool.binary_name();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(entry(tool)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: no result produced: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn origin(tool: Tool) -> Origin {
+    Origin {
+        package: tool.identity(),
+        provider: tool.provider(),
+        operation: Operation::QueryRange,
+        policy_source: Some(PolicySource::TrustedEnvelope),
+    }
+}
+
+async fn entry(tool: Tool) -> Result<(), ToolError> {
+    let started = Instant::now();
+    let now = Timestamp::now();
+    let package = match locate(tool) {
+        Ok(package) => package,
+        Err(failure) => {
+            eprintln!("{}: {failure}", tool.binary_name());
+            let result = failure.to_tool_result(origin(tool))?;
+            let audit = AuditRecord::for_unloaded(
+                &tool.identity(),
+                &context(now, started.elapsed(), &result),
+                &result,
+            )?;
+            return write_outputs(&result, &audit);
+        }
+    };
+    match call(tool, &package, now).await {
+        Ok((result, audit)) => write_outputs(&result, &audit),
+        Err(failure) => {
+            eprintln!("{}: {failure}", tool.binary_name());
+            let result = failure.to_tool_result(origin(tool))?;
+            let audit = AuditRecord::for_call(
+                &package,
+                &context(now, started.elapsed(), &result),
+                &result,
+            )?;
+            write_outputs(&result, &audit)
+        }
+    }
+}
+
+fn context(now: Timestamp, duration: Duration, result: &ToolResult) -> CallContext {
+    CallContext {
+        time: now,
+        policy_id: None,
+        ticket: None,
+        duration,
+        output_bytes: u64::try_from(result.text().len()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The running binary's own deployable package, for this tool's identity.
+fn locate(tool: Tool) -> Result<Package, RuntimeFailure> {
+    let failed =
+        |detail: String| RuntimeFailure::new(RuntimeFailureKind::PackageLoadFailed, detail);
+    let exe = std::env::current_exe()
+        .map_err(|e| failed(format!("the running binary cannot be located: {e}")))?;
+    let package = own_package(&exe).map_err(|e| failed(e.to_string()))?;
+    if package.identity() != &tool.identity() || package.manifest().provider != tool.provider() {
+        return Err(failed(format!(
+            "{} serves {}, but its package folder is {}",
+            tool.binary_name(),
+            tool.identity(),
+            package.identity()
+        )));
+    }
+    Ok(package)
+}
+
+/// Reads the runtime context and runs the call; a runtime-context failure is returned for
+/// the caller to turn into a result.
+async fn call(
+    tool: Tool,
+    package: &Package,
+    now: Timestamp,
+) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
+    let args = read_args()?;
+    let binding = bind_secrets(package)?;
+    let envelope = read_envelope()?;
+    let keys = read_keys()?;
+    let call = SandboxCall {
+        package,
+        binding: &binding,
+        policy: PolicyInput::Envelope {
+            envelope: &envelope,
+            keys: &keys,
+        },
+        args: &args,
+        now,
+    };
+    match tool {
+        Tool::Clinic => {
+            let (connector, config, secrets) = tools::clinic(package)?;
+            run(&connector, &config, &secrets, call).await
+        }
+        Tool::Manus => {
+            let (connector, config, secrets) = tools::manus(package)?;
+            run(&connector, &config, &secrets, call).await
+        }
+        Tool::Wetech => {
+            let (connector, config, secrets) = tools::wetech(package)?;
+            run(&connector, &config, &secrets, call).await
+        }
+    }
+}
+
+async fn run<C: Connector>(
+    connector: &C,
+    config: &C::Config,
+    secrets: &C::Secrets,
+    call: SandboxCall<'_>,
+) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
+    let outcome = run_sandbox_call(connector, config, secrets, call)
+        .await
+        .map_err(|e| {
+            RuntimeFailure::new(
+                RuntimeFailureKind::ConfigInvalid,
+                format!("the call could not produce a result: {e}"),
+            )
+        })?;
+    Ok((outcome.result, outcome.audit))
+}
+
+fn read_args() -> Result<String, RuntimeFailure> {
+    let mut args = String::new();
+    std::io::stdin().read_to_string(&mut args).map_err(|e| {
+        RuntimeFailure::new(
+            RuntimeFailureKind::InputUnreadable,
+            format!("the arguments on stdin cannot be read as UTF-8 text: {e}"),
+        )
+    })?;
+    Ok(args)
+}
+
+/// Binds the secrets the package's auth binding names, read from the variables it
+/// injects them as, to exactly this package's digest.
+fn bind_secrets(package: &Package) -> Result<SecretBinding, RuntimeFailure> {
+    let failed = |detail: String| RuntimeFailure::new(RuntimeFailureKind::SecretNotBound, detail);
+    let mut values = SecretValues::new();
+    for spec in &package.manifest().auth.secrets {
+        let value = get(&spec.env).ok_or_else(|| {
+            failed(format!(
+                "secret {} is not injected: {} is not set",
+                spec.name, spec.env
+            ))
+        })?;
+        values.insert(spec.name.clone(), SecretString::from(value));
+    }
+    // The binding's error names secrets and rules, never values.
+    SecretBinding::bind(package, values)
+        .map_err(|e| failed(format!("the injected secrets cannot be bound: {e}")))
+}
+
+fn read_envelope() -> Result<SignedPolicy, RuntimeFailure> {
+    read_runtime_envelope().map_err(|e| {
+        let kind = match e {
+            PolicyError::RuntimeContext(_) => RuntimeFailureKind::ContextMissing,
+            _ => RuntimeFailureKind::ContextInvalid,
+        };
+        RuntimeFailure::new(
+            kind,
+            format!("the trusted policy envelope ({TRUSTED_CONTEXT_ENV}): {e}"),
+        )
+    })
+}
+
+fn read_keys() -> Result<KeyRing, RuntimeFailure> {
+    let keys = get(POLICY_KEYS_ENV).ok_or_else(|| {
+        RuntimeFailure::new(
+            RuntimeFailureKind::ContextMissing,
+            format!("{POLICY_KEYS_ENV} is not set: no verification keys"),
+        )
+    })?;
+    KeyRing::parse_secret(&SecretString::from(keys)).map_err(|e| {
+        RuntimeFailure::new(
+            RuntimeFailureKind::ContextInvalid,
+            format!("{POLICY_KEYS_ENV} cannot be read: {e}"),
+        )
+    })
+}

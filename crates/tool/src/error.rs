@@ -1,0 +1,50 @@
+//! The error of this crate: what stops a call from producing even a failure result, and
+//! what refuses a packaging or signing request.
+
+use std::path::PathBuf;
+
+/// An error of `evidence-tool`.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The result contract refused to build a result.
+    #[error("result contract: {0}")]
+    Result(#[from] evidence_result::ResultError),
+    /// A package operation failed (loading, binding, audit).
+    #[error("package: {0}")]
+    Package(#[from] evidence_package::PackageError),
+    /// A policy operation failed (signing, parsing).
+    #[error("policy: {0}")]
+    Policy(#[from] evidence_policy::PolicyError),
+    /// A connector could not be built.
+    #[error("connector: {0}")]
+    Connector(#[from] evidence_connectors::ConnectorError),
+    /// Reading or writing a file or stream failed.
+    #[error("cannot {what} {path}: {source}")]
+    Io {
+        /// What was attempted.
+        what: &'static str,
+        /// The path (or stream name).
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// JSON could not be read or written.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A packaging request cannot be carried out.
+    #[error("packaging: {0}")]
+    Packaging(String),
+    /// A command-line usage error.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl ToolError {
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ToolError::Io {
+            what,
+            path: path.into(),
+            source,
+        }
+    }
+}

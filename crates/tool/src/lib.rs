@@ -1,0 +1,27 @@
+#![doc = include_str!("../README.md")]
+
+mod call;
+mod context;
+mod deploy;
+mod entry;
+mod error;
+mod failure;
+mod output;
+mod plan;
+mod tools;
+
+pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
+pub use context::{
+    AUDIT_LOG_ENV, CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, CONTEXT_VARS, ContextVar,
+    DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM, MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV,
+    POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SIGNING_KID_ENV, SetBy, TRUSTED_CONTEXT_ENV,
+    WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV, WETECH_DATASOURCE_UID_ENV,
+    WETECH_GRAFANA_URL_ENV,
+};
+pub use deploy::{build_deployable, own_package, sibling_binary};
+pub use entry::run_entrypoint;
+pub use error::ToolError;
+pub use failure::{RuntimeFailure, RuntimeFailureKind};
+pub use output::write_outputs;
+pub use plan::{plan_answered, plan_locked};
+pub use tools::Tool;

@@ -1,0 +1,35 @@
+//! Output writing of an entrypoint: the one `ToolResult` JSON (`text` and `details`) on
+//! stdout and the one
+//! audit record appended to the audit log (`EVIDENCE_AUDIT_LOG`, stderr when unset).
+
+use std::io::Write as _;
+
+use evidence_package::AuditRecord;
+use evidence_result::ToolResult;
+
+use crate::ToolError;
+use crate::context::{AUDIT_LOG_ENV, get};
+
+/// Writes the audit record, then the result (`{"text": ..., "details": ...}`, one line). The audit record goes first so a result is
+/// never returned without its record.
+pub fn write_outputs(result: &ToolResult, audit: &AuditRecord) -> Result<(), ToolError> {
+    let line = audit.to_json_line()? + "\n";
+    match get(AUDIT_LOG_ENV) {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(|e| ToolError::io("append the audit record to", path, e))?,
+        None => std::io::stderr()
+            .write_all(line.as_bytes())
+            .map_err(|e| ToolError::io("write the audit record to", "stderr", e))?,
+    }
+    let json = result.to_json()?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(json.as_bytes())
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush())
+        .map_err(|e| ToolError::io("write the result to", "stdout", e))
+}

@@ -1,0 +1,193 @@
+//! What the `evidence-tool` process tests share: the built binaries, deployable package
+//! folders made by `package-tool` from the committed sources (with a loopback
+//! allowlist), policies signed by `sign-policy`, and running a binary with exactly the
+//! environment given.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+use evidence_test_support as test_support;
+use serde_json::{Value, json};
+
+pub const CLINIC_TOOL: &str = env!("CARGO_BIN_EXE_clinic-tool");
+pub const MANUS_TOOL: &str = env!("CARGO_BIN_EXE_manus-tool");
+pub const WETECH_TOOL: &str = env!("CARGO_BIN_EXE_wetech-tool");
+pub const SIGN_POLICY: &str = env!("CARGO_BIN_EXE_sign-policy");
+pub const PACKAGE_TOOL: &str = env!("CARGO_BIN_EXE_package-tool");
+
+/// The signing key of the tests.
+pub const KID: &str = "test-2026";
+
+pub fn signing_key() -> String {
+    base64::engine::general_purpose::STANDARD.encode([42u8; 32])
+}
+
+/// The committed source folder of a package revision.
+pub fn source_dir(identity: &str, revision: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../packages")
+        .join(identity)
+        .join(revision)
+}
+
+/// The committed source of a package revision with the network allowlist naming
+/// loopback (the digest covers the allowlist, so this is a package of its own), written
+/// to `dir/<identity>-<revision>-src`.
+pub fn local_source(dir: &Path, identity: &str, revision: &str) -> PathBuf {
+    let src = source_dir(identity, revision);
+    let dst = dir.join(format!("{identity}-{revision}-src"));
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::copy(src.join("README.md"), dst.join("README.md")).unwrap();
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("manifest.json")).unwrap()).unwrap();
+    manifest["network"] = json!({"mode": "restricted", "hosts": ["127.0.0.1"]});
+    std::fs::write(
+        dst.join("manifest.json"),
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    dst
+}
+
+/// A deployable folder of a package revision, made by `package-tool` from the loopback
+/// source and the built `binary`; returns its folder and the digest `package-tool`
+/// printed.
+pub fn deploy(dir: &Path, identity: &str, revision: &str, binary: &str) -> (PathBuf, String) {
+    let source = local_source(dir, identity, revision);
+    let out = dir.join(format!("{identity}-{revision}"));
+    let (code, stdout, stderr) = run(
+        Path::new(PACKAGE_TOOL),
+        &[
+            "--source",
+            source.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--binary",
+            binary,
+        ],
+        &[],
+        "",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let summary: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(summary["identity"], identity);
+    assert_eq!(summary["revision"], revision);
+    (out, summary["digest"].as_str().unwrap().to_owned())
+}
+
+/// The entrypoint binary inside a deployable folder.
+pub fn entrypoint(package_dir: &Path) -> PathBuf {
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(package_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    package_dir.join(manifest["entrypoint"].as_str().unwrap())
+}
+
+/// A trusted policy for the APID-29213 window, valid for an hour from now.
+pub fn policy(provider: &str, package: &str, extra: Value) -> Value {
+    let now = jiff::Timestamp::now();
+    let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
+    let mut p = json!({
+        "policy_id": "pol-entrypoint-test", "ticket": "APID-29213", "provider": provider,
+        "package": package, "account": "acct-test",
+        "cluster": {"id": "SaaS01", "tier": "dedicated"}, "operation": "query_range",
+        "window": {"start": ts(test_support::APID_29213_START), "end": ts(test_support::APID_29213_END)},
+        "lookback": 3600,
+        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
+                   "max_series_kept": 5, "max_calls_per_turn": 8},
+        "issued_at": now.to_string(),
+        "expires_at": (now + jiff::SignedDuration::from_hours(1)).to_string(),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+/// Runs `bin` with exactly `env` (plus `PATH`), `stdin` as its input; returns the exit
+/// code, stdout and stderr.
+pub fn run(
+    bin: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    stdin: &str,
+) -> (i32, String, String) {
+    let mut child = Command::new(bin)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// A signed envelope on disk and the verification keys of the sandbox.
+pub struct Signed {
+    pub envelope: PathBuf,
+    pub keys: String,
+}
+
+/// Signs `policy` with `sign-policy --package-dir` (the digest recomputed from the
+/// deployable folder), writing the envelope to `dir/<name>`.
+pub fn sign(dir: &Path, name: &str, package_dir: &Path, policy: &Value) -> Signed {
+    let (code, out, err) = run(
+        Path::new(SIGN_POLICY),
+        &["--package-dir", package_dir.to_str().unwrap()],
+        &[
+            ("EVIDENCE_SIGNING_KID", KID.into()),
+            ("EVIDENCE_SIGNING_KEY", signing_key()),
+        ],
+        &policy.to_string(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let envelope = dir.join(name);
+    std::fs::write(&envelope, out).unwrap();
+    Signed {
+        envelope,
+        keys: format!("{KID}:{}", signing_key()),
+    }
+}
+
+/// The runtime-context variables every tool reads.
+pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "EVIDENCE_TRUSTED_CONTEXT",
+            signed.envelope.display().to_string(),
+        ),
+        ("EVIDENCE_POLICY_KEYS", signed.keys.clone()),
+        ("EVIDENCE_AUDIT_LOG", audit.display().to_string()),
+    ]
+}
+
+/// The audit records written so far.
+pub fn audit_records(audit: &Path) -> Vec<Value> {
+    std::fs::read_to_string(audit)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Runs a blocking closure off the async runtime (the test fronts run on it).
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}

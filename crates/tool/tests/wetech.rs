@@ -1,0 +1,327 @@
+//! `wetech-tool` as a process against real Chromium and ChromeDriver (Debian), the
+//! Grafana test front and real Prometheus: a success, a `unit` rejection answered with no
+//! browser started, and the planted session cookie blocked by the sandbox call's output
+//! guard. And, in process, that nothing the lock rejects ever reaches ChromeDriver or
+//! Grafana. Browser tests hold the binary's one `BrowserSlot`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use evidence_connectors::{
+    BrowserConfig, HostAllowlist, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets,
+};
+use evidence_package::{Package, SecretBinding, SecretValues};
+use evidence_policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use evidence_result::{FailureClass, Status, ToolResult};
+use evidence_test_support::*;
+use evidence_tool::{PolicyInput, SandboxCall, run_sandbox_call};
+use proptest::prelude::*;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use support::*;
+
+fn storage_state(grafana: &GrafanaFront) -> String {
+    json!({
+        "cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
+                     "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
+                     "secure": false, "sameSite": "Lax"}],
+        "origins": [{"origin": grafana.base_url(), "localStorage": [
+            {"name": "grafana.auth", "value": "{\"token\":\"ls-token-5d1e2f3a4b5c6d7e\"}"}]}]
+    })
+    .to_string()
+}
+
+fn wetech_policy() -> Value {
+    policy(
+        "wetech",
+        "managed_auto_oncall_wetech",
+        json!({"wetech_query_ids": ["tidb_cpu", "session_canary"], "limits": {
+            "max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
+            "max_series_kept": 5, "max_calls_per_turn": 8}}),
+    )
+}
+
+fn which(program: &str) -> PathBuf {
+    ["/usr/bin", "/usr/local/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} not found: apt-get install -y chromium chromium-driver")
+        })
+}
+
+struct Env {
+    _prometheus: Prometheus,
+    grafana: GrafanaFront,
+    dir: tempfile::TempDir,
+    package: PathBuf,
+    signed: Signed,
+}
+
+impl Env {
+    async fn start() -> Self {
+        let prometheus = Prometheus::start(Fixture::Main).await.unwrap();
+        let grafana = GrafanaFront::start(&prometheus.url()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (package, _) = deploy(dir.path(), "managed_auto_oncall_wetech", "v2", WETECH_TOOL);
+        let signed = sign(dir.path(), "envelope.json", &package, &wetech_policy());
+        Env {
+            _prometheus: prometheus,
+            grafana,
+            dir,
+            package,
+            signed,
+        }
+    }
+
+    fn env(&self, chromedriver: &Path) -> Vec<(&'static str, String)> {
+        let mut env = runtime_env(&self.signed, &self.dir.path().join("audit.jsonl"));
+        env.push(("WETECH_GRAFANA_URL", self.grafana.base_url()));
+        env.push((
+            "WETECH_DATASOURCE_UID",
+            GrafanaFront::DATASOURCE_UID.to_owned(),
+        ));
+        env.push(("WETECH_STORAGE_STATE", storage_state(&self.grafana)));
+        env.push((
+            "WETECH_CHROMIUM",
+            Chromium::find().unwrap().path().display().to_string(),
+        ));
+        env.push(("WETECH_CHROMEDRIVER", chromedriver.display().to_string()));
+        env
+    }
+
+    async fn call(&self, chromedriver: &Path, args: Value) -> ToolResult {
+        let bin = entrypoint(&self.package);
+        let env = self.env(chromedriver);
+        let (code, out, err) = blocking(move || run(&bin, &[], &env, &args.to_string())).await;
+        assert_eq!(code, 0, "{err}");
+        ToolResult::from_json(out.trim()).unwrap()
+    }
+
+    fn proxy_requests(&self) -> usize {
+        let path = self.grafana.query_range_path();
+        self.grafana
+            .requests()
+            .iter()
+            .filter(|r| r.path == path)
+            .count()
+    }
+}
+
+fn no_secret_in(result: &ToolResult) {
+    let json = result.to_json().unwrap();
+    for secret in [GRAFANA_SESSION_COOKIE_VALUE, "ls-token-5d1e2f3a4b5c6d7e"] {
+        assert!(!json.contains(secret), "secret in output: {json}");
+    }
+}
+
+#[tokio::test]
+async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_a_secret() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let chromium_before = chromium_process_count();
+
+    // A `unit` rejection: a ChromeDriver that marks any start proves none happened.
+    let marker = env.dir.path().join("chromedriver-started");
+    let tripwire = env.dir.path().join("chromedriver-tripwire");
+    std::fs::write(
+        &tripwire,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&tripwire, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let rejected = env
+        .call(
+            &tripwire,
+            json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores per second!"}),
+        )
+        .await;
+    let error = rejected.details().error.as_ref().unwrap();
+    assert_eq!(error.code.as_str(), "invalid_unit", "{}", rejected.text());
+    assert_eq!(error.class, FailureClass::InvalidArgument);
+    assert!(
+        !marker.exists(),
+        "ChromeDriver was started for a rejected call"
+    );
+    assert!(env.grafana.requests().is_empty(), "Grafana was contacted");
+    assert_eq!(
+        chromium_process_count(),
+        chromium_before,
+        "a browser started"
+    );
+
+    // The corrected call runs in a real Chromium.
+    let chromedriver = which("chromedriver");
+    let result = env
+        .call(
+            &chromedriver,
+            json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores"}),
+        )
+        .await;
+    no_secret_in(&result);
+    let d = result.details();
+    assert_eq!(d.status, Status::Ok, "{}", result.text());
+    let evidence = d.evidence.as_ref().unwrap();
+    assert_eq!(evidence.series_count, 56);
+    assert!((evidence.top_peak().unwrap() - 22.84).abs() < FIGURE_TOLERANCE);
+
+    // The session cookie planted in a metric label: the provider answered it, the
+    // sandbox call's guard withheld it.
+    let blocked = env
+        .call(
+            &chromedriver,
+            json!({"queryId": "session_canary", "expr": SESSION_CANARY.expr, "unit": "sessions"}),
+        )
+        .await;
+    assert_eq!(env.proxy_requests(), 2);
+    let error = blocked.details().error.as_ref().unwrap();
+    assert_eq!(
+        error.class,
+        FailureClass::OutputBlocked,
+        "{}",
+        blocked.text()
+    );
+    assert!(blocked.details().evidence.is_none());
+    no_secret_in(&blocked);
+    let records = audit_records(&env.dir.path().join("audit.jsonl"));
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[2]["blocked"], true);
+    drop(slot);
+}
+
+/// Arguments the lock rejects: a unit that is no plain label, a field the platform
+/// fixes, a query id the policy does not authorize, another cluster, a read outside the
+/// window, PromQL that does not parse.
+fn rejected_args() -> impl Strategy<Value = Value> {
+    let args =
+        |id: &str, expr: &str, unit: &str| json!({"queryId": id, "expr": expr, "unit": unit});
+    prop_oneof![
+        "[a-z]{1,8}[!@#$^&*(){}<>?;:'\"]{1,3}".prop_map(move |unit| args(
+            "tidb_cpu",
+            TIDB_CPU.expr,
+            &unit
+        )),
+        prop_oneof![
+            Just("provider"),
+            Just("cluster"),
+            Just("ticket"),
+            Just("start"),
+            Just("url"),
+            Just("host"),
+        ]
+        .prop_map(move |field| {
+            let mut a = args("tidb_cpu", TIDB_CPU.expr, "cores");
+            a[field] = json!("SaaS99");
+            a
+        }),
+        "[a-z]{3,10}_x".prop_map(move |id| args(&id, TIDB_CPU.expr, "cores")),
+        "[A-Za-z0-9]{3,8}"
+            .prop_filter("another cluster", |c| c != CPU_CLUSTER)
+            .prop_map(move |c| args("tidb_cpu", &format!("up{{cluster_id=\"{c}\"}}"), "cores")),
+        (2u32..400).prop_map(move |d| args(
+            "tidb_cpu",
+            &format!("rate(process_cpu_seconds_total[5m] offset {d}d)"),
+            "cores"
+        )),
+        "[a-z_]{1,10}\\(\\[".prop_map(move |expr| args("tidb_cpu", &expr, "cores")),
+    ]
+}
+
+/// The Wetech package deployed in a temporary folder, its secrets bound, and a signed
+/// envelope for it: the in-process sandbox call's inputs.
+struct InProcess {
+    _dir: tempfile::TempDir,
+    package: Package,
+    binding: SecretBinding,
+    keys: KeyRing,
+    envelope: evidence_policy::SignedPolicy,
+    state: String,
+}
+
+/// Built once for all cases: packaging copies the whole binary.
+fn in_process() -> &'static InProcess {
+    static SETUP: std::sync::OnceLock<InProcess> = std::sync::OnceLock::new();
+    SETUP.get_or_init(build_in_process)
+}
+
+fn build_in_process() -> InProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = deploy(dir.path(), "managed_auto_oncall_wetech", "v2", WETECH_TOOL);
+    let package = Package::load(&path).unwrap();
+    let state = json!({"cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME,
+        "value": GRAFANA_SESSION_COOKIE_VALUE, "domain": "127.0.0.1", "path": "/"}]})
+    .to_string();
+    let mut values = SecretValues::new();
+    values.insert("wetech_storage_state", SecretString::from(state.clone()));
+    let binding = SecretBinding::bind(&package, values).unwrap();
+    let keys: KeyRing = format!("{KID}:{}", signing_key()).parse().unwrap();
+    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new(KID).unwrap()).unwrap();
+    let policy: TrustedPolicy = serde_json::from_value(wetech_policy()).unwrap();
+    let envelope = signer.sign(&policy, package.digest()).unwrap();
+    InProcess {
+        _dir: dir,
+        package,
+        binding,
+        keys,
+        envelope,
+        state,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the lock rejects is answered by the sandbox call without contacting the
+    /// WebDriver server or Grafana, or creating a browser profile.
+    #[test]
+    fn rejected_calls_never_start_a_browser(bad in rejected_args()) {
+        let setup = in_process();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let tripwire = TcpListener::bind("127.0.0.1:0").unwrap();
+            tripwire.set_nonblocking(true).unwrap();
+            let grafana = TcpListener::bind("127.0.0.1:0").unwrap();
+            grafana.set_nonblocking(true).unwrap();
+            let profiles = tempfile::tempdir().unwrap();
+            let config = WetechConfig::new(
+                url::Url::parse(&format!("http://{}", grafana.local_addr().unwrap())).unwrap(),
+                HostAllowlist::new(["127.0.0.1"]).unwrap(),
+                GrafanaFront::DATASOURCE_UID,
+                BrowserConfig::new(
+                    "/usr/bin/chromium",
+                    WebDriverEndpoint::Attach {
+                        url: url::Url::parse(&format!("http://{}", tripwire.local_addr().unwrap())).unwrap(),
+                    },
+                )
+                .with_profile_parent(profiles.path()),
+            );
+            let secrets = WetechSecrets::new(SecretString::from(setup.state.clone()));
+            let args = bad.to_string();
+            let outcome = run_sandbox_call(&WetechConnector::new(), &config, &secrets, SandboxCall {
+                package: &setup.package,
+                binding: &setup.binding,
+                policy: PolicyInput::Envelope { envelope: &setup.envelope, keys: &setup.keys },
+                args: &args,
+                now: jiff::Timestamp::now(),
+            })
+            .await
+            .unwrap();
+            let class = outcome.result.details().error.as_ref().unwrap().class;
+            assert!(
+                matches!(class, FailureClass::InvalidArgument | FailureClass::PolicyViolation),
+                "{}", outcome.result.text()
+            );
+            for listener in [&tripwire, &grafana] {
+                assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+            }
+            assert_eq!(std::fs::read_dir(profiles.path()).unwrap().count(), 0);
+        });
+    }
+}
