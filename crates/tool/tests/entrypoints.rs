@@ -14,6 +14,9 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::*;
 
+/// An environment of a tool process.
+type Env = Vec<(&'static str, String)>;
+
 const TIDB_CPU_ARGS: &str =
     r#"sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))"#;
 
@@ -223,7 +226,7 @@ async fn runtime_context_failures_are_results_with_one_audit_record_each() {
             .filter(|(k, _)| *k != name)
             .collect()
     };
-    let cases: Vec<(&str, Vec<(&'static str, String)>, &str, FailureClass)> = vec![
+    let cases: Vec<(&str, Env, &str, FailureClass)> = vec![
         (
             "envelope file missing",
             set("EVIDENCE_TRUSTED_CONTEXT", "/nonexistent/envelope.json"),
