@@ -82,11 +82,50 @@ fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> 
     Ok(())
 }
 
+/// Where a record comes from: the package, as far as it is known.
+struct Source {
+    stream: String,
+    package: PackageId,
+    revision: Option<Revision>,
+    digest: Option<Digest>,
+}
+
 impl AuditRecord {
     /// The record of a call of `package` that returned `result` (the result after the
     /// output guard).
     pub fn for_call(
         package: &Package,
+        call: &CallContext,
+        result: &ToolResult,
+    ) -> Result<Self, PackageError> {
+        let source = Source {
+            stream: package.manifest().audit_stream.clone(),
+            package: package.identity().clone(),
+            revision: Some(package.revision()),
+            digest: Some(package.digest()),
+        };
+        AuditRecord::build(source, call, result)
+    }
+
+    /// The record of a call whose package folder could not be loaded (so no revision and
+    /// no digest are known): the identity the entrypoint serves, its stream
+    /// `auto_oncall.<identity>` and the failure result it wrote.
+    pub fn for_unloaded(
+        identity: &PackageId,
+        call: &CallContext,
+        result: &ToolResult,
+    ) -> Result<Self, PackageError> {
+        let source = Source {
+            stream: format!("auto_oncall.{identity}"),
+            package: identity.clone(),
+            revision: None,
+            digest: None,
+        };
+        AuditRecord::build(source, call, result)
+    }
+
+    fn build(
+        source: Source,
         call: &CallContext,
         result: &ToolResult,
     ) -> Result<Self, PackageError> {
@@ -108,45 +147,16 @@ impl AuditRecord {
         });
         Ok(AuditRecord {
             time: call.time,
-            stream: package.manifest().audit_stream.clone(),
-            package: package.identity().clone(),
-            revision: Some(package.revision()),
-            digest: Some(package.digest()),
+            stream: source.stream,
+            package: source.package,
+            revision: source.revision,
+            digest: source.digest,
             policy_id: call.policy_id.clone(),
             ticket: call.ticket.clone(),
             query_ids,
             request_digests,
             status: details.status,
             failure_class,
-            duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
-            output_bytes: call.output_bytes,
-            blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
-        })
-    }
-
-    /// The record of a call whose package folder could not be loaded (so no revision and
-    /// no digest are known): the identity the entrypoint serves, its stream
-    /// `auto_oncall.<identity>` and the failure result it wrote.
-    pub fn for_unloaded(
-        identity: &PackageId,
-        call: &CallContext,
-        result: &ToolResult,
-    ) -> Result<Self, PackageError> {
-        check_token("policy_id", call.policy_id.as_ref())?;
-        check_token("ticket", call.ticket.as_ref())?;
-        let details = result.details();
-        Ok(AuditRecord {
-            time: call.time,
-            stream: format!("auto_oncall.{identity}"),
-            package: identity.clone(),
-            revision: None,
-            digest: None,
-            policy_id: call.policy_id.clone(),
-            ticket: call.ticket.clone(),
-            query_ids: details.query_id.iter().cloned().collect(),
-            request_digests: details.request_digest.iter().copied().collect(),
-            status: details.status,
-            failure_class: details.failure_class(),
             duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
             output_bytes: call.output_bytes,
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
