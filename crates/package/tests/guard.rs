@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use evidence_package::{
-    BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict, searched_forms,
-};
+use evidence_package::internal::searched_forms;
+use evidence_package::{BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict};
 use evidence_result::{
     Details, ErrorCode, Evidence, EvidenceOutcome, FailureClass, Operation, Origin, PackageId,
     Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,

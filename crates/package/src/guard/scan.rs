@@ -1,0 +1,282 @@
+//! The output guard itself: scanning output (automaton, then bounded decode-and-rescan)
+//! and enforcing the verdict on a tool result, which passes unchanged or is replaced whole
+//! by an `output_blocked` failure.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use aho_corasick::AhoCorasick;
+use evidence_result::{Details, ErrorCode, Failure, FailureClass, Origin, QueryId, ToolResult};
+
+use super::builder::{GuardBuilder, GuardLimits};
+use super::decode::decode_level;
+use super::prefilter::Prefilter;
+use super::verdict::{BlockCause, Blocked, ScanFailure, Verdict};
+use crate::PackageError;
+
+/// The fail-closed output guard: one Aho-Corasick automaton over every encoding of every
+/// protected value, plus a bounded decode-and-rescan of base64, hex, percent-encoded and
+/// JSON-escaped runs.
+///
+/// The automaton holds the encoded values in memory for its lifetime (it is not zeroized).
+pub struct OutputGuard {
+    /// One automaton over every searched form of every value.
+    pub(super) automaton: AhoCorasick,
+    /// The prefilter in front of it, when the forms are long enough for one.
+    pub(super) prefilter: Option<Prefilter>,
+    /// For each pattern, the labels (indexes into `labels`) it belongs to.
+    pub(super) owners: Vec<Vec<u32>>,
+    /// The names of the protected values (a secret, or `secret: what`).
+    pub(super) labels: Vec<String>,
+    /// The secret names, without the `: what` of derived values.
+    pub(super) secret_names: BTreeSet<String>,
+    /// The limits of a scan.
+    pub(super) limits: GuardLimits,
+}
+
+impl fmt::Debug for OutputGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputGuard")
+            .field("values", &self.labels)
+            .field("patterns", &self.automaton.patterns_len())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// At most this many secret names are collected for one blocked output.
+const MAX_BLOCKED_NAMES: usize = 16;
+
+impl OutputGuard {
+    /// A guard that protects nothing but still enforces the size cap.
+    pub fn empty(limits: GuardLimits) -> Result<Self, PackageError> {
+        GuardBuilder::new(limits).build()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> GuardLimits {
+        self.limits
+    }
+
+    /// The names of the protected values (never the values).
+    pub fn protected(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// Scans raw output bytes.
+    pub fn scan_bytes(&self, output: &[u8]) -> Verdict {
+        if output.len() > self.limits.max_output_bytes {
+            return self.failed(ScanFailure::TooLarge {
+                bytes: output.len(),
+                limit: self.limits.max_output_bytes,
+            });
+        }
+        if self.labels.is_empty() {
+            return Verdict::Clean;
+        }
+        let budget = output
+            .len()
+            .saturating_mul(self.limits.decode_budget_factor)
+            .max(1024 * 1024);
+        let mut spent = 0usize;
+        let mut level: Cow<'_, [u8]> = Cow::Borrowed(output);
+        let mut depth = 0;
+        loop {
+            if let Some(found) = self.find(&level) {
+                return Verdict::Blocked(found);
+            }
+            if depth >= self.limits.max_decode_depth || level.is_empty() {
+                return Verdict::Clean;
+            }
+            let remaining = budget.saturating_sub(spent);
+            match decode_level(&level, remaining) {
+                Some(next) => {
+                    spent += next.len();
+                    level = Cow::Owned(next);
+                }
+                None => return self.failed(ScanFailure::DecodeBudget { limit: budget }),
+            }
+            depth += 1;
+        }
+    }
+
+    /// Scans output text.
+    pub fn scan_text(&self, output: &str) -> Verdict {
+        self.scan_bytes(output.as_bytes())
+    }
+
+    /// Scans a result in its serialized JSON form (which holds `text` and `details`).
+    pub fn scan_result(&self, result: &ToolResult) -> Verdict {
+        match result.to_json() {
+            Ok(json) => self.scan_text(&json),
+            Err(_) => self.failed(ScanFailure::Serialize),
+        }
+    }
+
+    /// Passes a clean result through unchanged and replaces a blocked one, whole, with an
+    /// `output_blocked` failure naming the secret. An error here means no result may be
+    /// passed on at all.
+    pub fn enforce(&self, result: ToolResult) -> Result<ToolResult, PackageError> {
+        match self.scan_result(&result) {
+            Verdict::Clean => Ok(result),
+            Verdict::Blocked(blocked) => {
+                let details = result.details();
+                let query_id = details
+                    .query_id
+                    .clone()
+                    .filter(|q| !self.scan_text(q.as_str()).is_blocked());
+                self.blocked_result(details.origin(), query_id, &blocked)
+            }
+        }
+    }
+
+    /// The `output_blocked` failure that replaces a blocked output. Its own text is
+    /// scanned too; if even a name would reveal a protected value, names are left out.
+    pub fn blocked_result(
+        &self,
+        origin: Origin,
+        query_id: Option<QueryId>,
+        blocked: &Blocked,
+    ) -> Result<ToolResult, PackageError> {
+        let build = |detail: String| {
+            let failure = Failure::new(
+                ErrorCode::output_blocked(),
+                FailureClass::OutputBlocked,
+                detail,
+            );
+            ToolResult::new(Details::failure(
+                origin.clone(),
+                query_id.clone(),
+                None,
+                failure,
+            ))
+        };
+        let named = build(blocked.detail())?;
+        if !self.scan_result(&named).is_blocked() {
+            return Ok(named);
+        }
+        let anonymous = Blocked {
+            secrets: Vec::new(),
+            cause: blocked.cause.clone(),
+        };
+        Ok(build(anonymous.detail())?)
+    }
+
+    fn failed(&self, why: ScanFailure) -> Verdict {
+        Verdict::Blocked(Blocked {
+            secrets: self.secret_names.iter().cloned().collect(),
+            cause: BlockCause::ScanFailed(why),
+        })
+    }
+
+    fn find(&self, haystack: &[u8]) -> Option<Blocked> {
+        let Some(prefilter) = &self.prefilter else {
+            return self.find_in(haystack);
+        };
+        let mut found = None;
+        prefilter.candidates(haystack, |range| {
+            found = self.find_in(&haystack[range]);
+            found.is_none()
+        });
+        found
+    }
+
+    fn find_in(&self, haystack: &[u8]) -> Option<Blocked> {
+        let first = self.automaton.find(haystack)?;
+        let mut names = BTreeSet::new();
+        for m in self.automaton.find_iter(&haystack[first.start()..]) {
+            for &owner in &self.owners[m.pattern().as_usize()] {
+                if let Some(label) = self.labels.get(owner as usize) {
+                    names.insert(label.clone());
+                }
+            }
+            if names.len() >= MAX_BLOCKED_NAMES {
+                break;
+            }
+        }
+        Some(Blocked {
+            secrets: names.into_iter().collect(),
+            cause: BlockCause::SecretFound,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    use secrecy::SecretString;
+
+    use super::*;
+    use crate::guard::encodings::percent_encode;
+
+    fn guard(values: &[(&str, &str)]) -> OutputGuard {
+        let mut b = GuardBuilder::default();
+        for (name, value) in values {
+            b.add_secret(name, &SecretString::from(value.to_string()))
+                .unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn base64_cores_are_found_at_every_alignment() {
+        let secret = "s3cr3t-Value/+?";
+        let g = guard(&[("token", secret)]);
+        for prefix in ["", "a", "ab", "abc"] {
+            let text = format!("{prefix}{secret}{prefix}");
+            for engine in [
+                &base64::engine::general_purpose::STANDARD,
+                &base64::engine::general_purpose::URL_SAFE,
+                &STANDARD_NO_PAD,
+                &URL_SAFE_NO_PAD,
+            ] {
+                let enc = engine.encode(text.as_bytes());
+                let out = format!("{{\"v\":\"{enc}\"}}");
+                assert!(g.scan_text(&out).is_blocked(), "{prefix:?} {enc}");
+            }
+        }
+    }
+
+    #[test]
+    fn nested_encodings_are_decoded() {
+        let secret = "correct horse battery";
+        let g = guard(&[("pw", secret)]);
+        let hex_then_b64 = base64::engine::general_purpose::STANDARD.encode(hex::encode(secret));
+        assert!(g.scan_text(&format!("x={hex_then_b64};")).is_blocked());
+        let pct_then_b64 = base64::engine::general_purpose::STANDARD.encode(percent_encode(
+            secret.as_bytes(),
+            &|b: u8| b.is_ascii_lowercase(),
+            true,
+            false,
+        ));
+        assert!(g.scan_text(&format!("glued{pct_then_b64}")).is_blocked());
+        let double_json =
+            serde_json::to_string(&serde_json::to_string(&format!("\"{secret}\"")).unwrap())
+                .unwrap();
+        assert!(g.scan_text(&double_json).is_blocked());
+        assert!(!g.scan_text("correct horse, battery staple").is_blocked());
+    }
+
+    #[test]
+    fn limits_fail_closed() {
+        let mut b = GuardBuilder::new(GuardLimits {
+            max_output_bytes: 64,
+            ..GuardLimits::default()
+        });
+        b.add_secret("k", &SecretString::from("abcdefgh12345678"))
+            .unwrap();
+        let g = b.build().unwrap();
+        let v = g.scan_text(&"x".repeat(65));
+        match v {
+            Verdict::Blocked(Blocked {
+                secrets,
+                cause: BlockCause::ScanFailed(ScanFailure::TooLarge { .. }),
+            }) => {
+                assert_eq!(secrets, vec!["k".to_owned()]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
