@@ -130,7 +130,7 @@ pub async fn run_sandbox_call<C: Connector>(
     };
 
     let output_bytes = result.to_json().map(|j| j.len()).unwrap_or(0);
-    let result = call.binding.guard().enforce(result)?;
+    let result = call.binding.guard().enforce(result).result;
     let (policy_id, ticket) = match &policy {
         Ok(p) => (Some(p.policy_id.to_string()), Some(p.ticket.to_string())),
         Err(_) => (None, None),

@@ -479,10 +479,9 @@ async fn planted_cookie_value_in_a_metric_label_is_blocked() {
     assert_eq!(error.code.as_str(), "output_blocked");
     assert!(d.evidence.is_none());
     let detail = d.detail_error.as_deref().unwrap();
-    assert!(
-        detail.contains("wetech_storage_state: cookie `grafana_session`"),
-        "{detail}"
-    );
+    // The model sees why, never which secret: the name is for the audit record.
+    assert!(detail.contains("protected value"), "{detail}");
+    assert!(!detail.contains("wetech_storage_state"), "{detail}");
     no_secret_in(&result);
     env.assert_profiles_removed();
     drop(driver);

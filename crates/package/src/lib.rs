@@ -19,7 +19,7 @@ pub use catalog::{
 };
 pub use error::PackageError;
 pub use guard::{
-    BlockCause, Blocked, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict,
+    BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
 };
 pub use manifest::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,

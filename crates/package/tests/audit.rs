@@ -95,7 +95,7 @@ fn a_blocked_call_is_recorded_as_blocked() {
         failure,
     ))
     .unwrap();
-    let guarded = binding.guard().enforce(leaked).unwrap();
+    let guarded = binding.guard().enforce(leaked).result;
     let record = AuditRecord::for_call(&p, &call(99), &guarded).unwrap();
     assert!(record.blocked);
     assert_eq!(record.failure_class, Some(FailureClass::OutputBlocked));
@@ -158,7 +158,7 @@ proptest! {
             )).unwrap(),
             _ => ToolResult::new(Details::batch(origin(), vec![Item::failure(qid, Some(digest), Failure::new(ErrorCode::scope_violation(), FailureClass::PolicyViolation, format!("{expr} {unit}")))]).unwrap()).unwrap(),
         };
-        let guarded = binding.guard().enforce(result).unwrap();
+        let guarded = binding.guard().enforce(result).result;
         let line = AuditRecord::for_call(&p, &call(raw_args.len() as u64), &guarded).unwrap().to_json_line().unwrap();
         prop_assert!(!line.contains(&secret));
         prop_assert!(!line.contains(&raw_args));

@@ -16,4 +16,4 @@ pub use digest::{Digest, RequestDigest, canonical_json};
 pub use error::ResultError;
 pub use evidence::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesStats, SeriesSummary};
 pub use ids::{ErrorCode, Operation, PackageId, Provider, QueryId};
-pub use tool_result::{McpCallToolResult, McpContent, ToolResult};
+pub use tool_result::{McpCallToolResult, McpContent, ToolResult, WITHHELD_DETAIL};

@@ -487,21 +487,7 @@ fn is_login_page(config: &WetechConfig, at: &Url) -> bool {
 
 /// Passes a result through the output guard; a guard that cannot decide blocks.
 fn guarded(guard: &OutputGuard, result: ToolResult) -> Result<ToolResult, ResultError> {
-    let origin = result.details().origin();
-    let query_id = result.details().query_id.clone();
-    match guard.enforce(result) {
-        Ok(r) => Ok(r),
-        Err(_) => ToolResult::new(Details::failure(
-            origin,
-            query_id,
-            None,
-            Failure::new(
-                ErrorCode::output_blocked(),
-                FailureClass::OutputBlocked,
-                "the tool output was withheld because the secret scan could not complete",
-            ),
-        )),
-    }
+    Ok(guard.enforce(result).result)
 }
 
 fn code(s: &'static str) -> ErrorCode {
@@ -862,8 +848,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// A storage-state cookie or localStorage value in the output, raw or encoded,
-        /// is withheld: the result becomes `output_blocked` naming the secret, never
-        /// carrying the value.
+        /// is withheld: the result becomes `output_blocked`, carrying neither the value
+        /// nor the secret's name (the verdict names it for the audit record).
         #[test]
         fn storage_state_values_in_output_are_blocked(
             cookie in "[A-Za-z0-9_-]{12,40}",
@@ -888,12 +874,14 @@ mod tests {
                 evidence_with_label(&planted),
             ))
             .unwrap();
-            let out = guarded(&prepared.guard, result).unwrap();
-            let error = out.details().error.clone().unwrap();
+            let out = prepared.guard.enforce(result);
+            let names = out.blocked().map(|b| b.secrets.join(", ")).unwrap_or_default();
+            prop_assert!(names.contains("wetech_storage_state"));
+            let error = out.result.details().error.clone().unwrap();
             prop_assert_eq!(error.class, FailureClass::OutputBlocked);
-            let wire = out.to_json().unwrap();
+            let wire = out.result.to_json().unwrap();
             prop_assert!(!wire.contains(&cookie) && !wire.contains(&local));
-            prop_assert!(wire.contains("wetech_storage_state"));
+            prop_assert!(!wire.contains("wetech_storage_state"));
         }
 
         /// Provider text that echoes a storage-state value never carries it into

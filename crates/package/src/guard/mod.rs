@@ -18,4 +18,4 @@ mod verdict;
 pub use builder::{GuardBuilder, GuardLimits};
 pub use encodings::searched_forms;
 pub use scan::OutputGuard;
-pub use verdict::{BlockCause, Blocked, ScanFailure, Verdict};
+pub use verdict::{BlockCause, Blocked, Guarded, ScanFailure, Verdict};

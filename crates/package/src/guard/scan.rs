@@ -12,7 +12,7 @@ use evidence_result::{Details, ErrorCode, Failure, FailureClass, Origin, QueryId
 use super::builder::{GuardBuilder, GuardLimits};
 use super::decode::decode_level;
 use super::prefilter::Prefilter;
-use super::verdict::{BlockCause, Blocked, ScanFailure, Verdict};
+use super::verdict::{BlockCause, Blocked, Guarded, ScanFailure, Verdict};
 use crate::PackageError;
 
 /// The fail-closed output guard: one Aho-Corasick automaton over every encoding of every
@@ -72,6 +72,12 @@ impl OutputGuard {
                 limit: self.limits.max_output_bytes,
             });
         }
+        self.scan_uncapped(output)
+    }
+
+    /// Scans output bytes whatever their size: the automaton, then the bounded
+    /// decode-and-rescan.
+    fn scan_uncapped(&self, output: &[u8]) -> Verdict {
         if self.labels.is_empty() {
             return Verdict::Clean;
         }
@@ -115,52 +121,61 @@ impl OutputGuard {
     }
 
     /// Passes a clean result through unchanged and replaces a blocked one, whole, with an
-    /// `output_blocked` failure naming the secret. An error here means no result may be
-    /// passed on at all.
-    pub fn enforce(&self, result: ToolResult) -> Result<ToolResult, PackageError> {
+    /// `output_blocked` failure. It never fails and never passes unguarded output: a scan
+    /// that cannot complete (too large, a decode bomb, a result that cannot be
+    /// serialized) blocks like a found secret.
+    ///
+    /// The replacement names neither a protected value nor a secret; the returned
+    /// [`Guarded::verdict`] says, for the audit record, which secrets matched or that the
+    /// scan failed.
+    pub fn enforce(&self, result: ToolResult) -> Guarded {
         match self.scan_result(&result) {
-            Verdict::Clean => Ok(result),
+            Verdict::Clean => Guarded {
+                result,
+                verdict: Verdict::Clean,
+            },
             Verdict::Blocked(blocked) => {
                 let details = result.details();
                 let query_id = details
                     .query_id
                     .clone()
                     .filter(|q| !self.scan_text(q.as_str()).is_blocked());
-                self.blocked_result(details.origin(), query_id, &blocked)
+                Guarded {
+                    result: self.blocked_result(details.origin(), query_id, &blocked),
+                    verdict: Verdict::Blocked(blocked),
+                }
             }
         }
     }
 
-    /// The `output_blocked` failure that replaces a blocked output. Its own text is
-    /// scanned too; if even a name would reveal a protected value, names are left out.
+    /// The `output_blocked` failure that replaces a blocked output: why it was withheld
+    /// (a protected value, or a failed scan), never which secret. Its own text is scanned
+    /// too (whatever the size cap: it is small and made by the guard); should it still be
+    /// blocked (or should the contract refuse it), the fixed [`ToolResult::withheld`]
+    /// failure of `origin` replaces it. It never fails.
     pub fn blocked_result(
         &self,
         origin: Origin,
         query_id: Option<QueryId>,
         blocked: &Blocked,
-    ) -> Result<ToolResult, PackageError> {
-        let build = |detail: String| {
-            let failure = Failure::new(
-                ErrorCode::output_blocked(),
-                FailureClass::OutputBlocked,
-                detail,
-            );
-            ToolResult::new(Details::failure(
-                origin.clone(),
-                query_id.clone(),
-                None,
-                failure,
-            ))
-        };
-        let named = build(blocked.detail())?;
-        if !self.scan_result(&named).is_blocked() {
-            return Ok(named);
+    ) -> ToolResult {
+        let failure = Failure::new(
+            ErrorCode::output_blocked(),
+            FailureClass::OutputBlocked,
+            blocked.cause.model_detail(),
+        );
+        match ToolResult::new(Details::failure(origin.clone(), query_id, None, failure)) {
+            Ok(replacement) if self.is_clean_replacement(&replacement) => replacement,
+            _ => ToolResult::withheld(origin),
         }
-        let anonymous = Blocked {
-            secrets: Vec::new(),
-            cause: blocked.cause.clone(),
-        };
-        Ok(build(anonymous.detail())?)
+    }
+
+    /// True when a replacement made by the guard holds no protected value.
+    fn is_clean_replacement(&self, replacement: &ToolResult) -> bool {
+        match replacement.to_json() {
+            Ok(json) => !self.scan_uncapped(json.as_bytes()).is_blocked(),
+            Err(_) => false,
+        }
     }
 
     fn failed(&self, why: ScanFailure) -> Verdict {
@@ -278,5 +293,72 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            package: evidence_result::PackageId::clinic(),
+            provider: evidence_result::Provider::Clinic,
+            operation: evidence_result::Operation::QueryRange,
+            policy_source: None,
+        }
+    }
+
+    fn failed_with(detail: &str) -> ToolResult {
+        let failure = Failure::new(
+            ErrorCode::promql_parse_error(),
+            FailureClass::InvalidArgument,
+            detail,
+        );
+        let query_id = QueryId::new("tidb_cpu").unwrap();
+        ToolResult::new(Details::failure(origin(), Some(query_id), None, failure)).unwrap()
+    }
+
+    #[test]
+    fn a_scan_failure_yields_a_blocked_result() {
+        let mut b = GuardBuilder::new(GuardLimits {
+            max_output_bytes: 1024,
+            ..GuardLimits::default()
+        });
+        b.add_secret("clinic_api_token", &SecretString::from("abcdefgh12345678"))
+            .unwrap();
+        let g = b.build().unwrap();
+        // Too large to scan: fail closed, never an error and never the output.
+        let big = failed_with(&"x".repeat(2048));
+        let guarded = g.enforce(big);
+        let Some(blocked) = guarded.blocked() else {
+            panic!("not blocked: {guarded:?}")
+        };
+        assert!(matches!(
+            blocked.cause,
+            BlockCause::ScanFailed(ScanFailure::TooLarge { .. })
+        ));
+        assert_eq!(blocked.secrets, ["clinic_api_token"]);
+        let d = guarded.result.details();
+        let error = d.error.as_ref().unwrap();
+        assert_eq!(error.code, ErrorCode::output_blocked());
+        assert_eq!(error.class, FailureClass::OutputBlocked);
+        assert_eq!(d.query_id.as_ref().map(QueryId::as_str), Some("tidb_cpu"));
+        let detail = d.detail_error.as_deref().unwrap();
+        assert!(detail.contains("secret scan failed"), "{detail}");
+        assert!(!detail.contains("clinic_api_token"), "{detail}");
+        assert!(!guarded.result.text().contains(&"x".repeat(2048)));
+        // A clean result passes unchanged.
+        let small = failed_with("bad");
+        let guarded = g.enforce(small.clone());
+        assert_eq!(guarded.verdict, Verdict::Clean);
+        assert_eq!(guarded.into_result(), small);
+    }
+
+    #[test]
+    fn a_replacement_that_would_itself_leak_is_the_fixed_withheld_result() {
+        // The secret is part of the replacement's own words: the fixed result replaces
+        // it, and that result carries no query id.
+        let secret = "tool output was withheld because";
+        let g = guard(&[("phrase", secret)]);
+        let guarded = g.enforce(failed_with(secret));
+        assert!(guarded.verdict.is_blocked());
+        assert_eq!(guarded.result, ToolResult::withheld(origin()));
+        assert!(!g.scan_result(&guarded.result).is_blocked());
     }
 }

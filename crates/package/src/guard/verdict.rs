@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use evidence_result::ToolResult;
+
 /// Why an output was blocked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockCause {
@@ -10,6 +12,21 @@ pub enum BlockCause {
     SecretFound,
     /// The scan itself failed; the output is blocked rather than passed unscanned.
     ScanFailed(ScanFailure),
+}
+
+impl BlockCause {
+    /// The `detail_error` of the result that replaces a blocked output: why it was
+    /// withheld, naming no secret.
+    pub fn model_detail(&self) -> String {
+        match self {
+            BlockCause::SecretFound => {
+                "the tool output was withheld because it contained a protected value".to_owned()
+            }
+            BlockCause::ScanFailed(why) => {
+                format!("the tool output was withheld because the secret scan failed ({why})")
+            }
+        }
+    }
 }
 
 /// A failure of the scan itself.
@@ -63,7 +80,9 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    /// The `detail_error` of the replacement result: names, never values.
+    /// A description for the audit record: the names of the secrets involved (never
+    /// their values) and why. Never for the model: the replacement result says only why
+    /// ([`BlockCause::model_detail`]).
     pub fn detail(&self) -> String {
         let names = if self.secrets.is_empty() {
             "none".to_owned()
@@ -94,5 +113,34 @@ impl Verdict {
     /// Whether the output is blocked.
     pub fn is_blocked(&self) -> bool {
         matches!(self, Verdict::Blocked(_))
+    }
+}
+
+/// A result after the output guard, and the verdict that decided it.
+///
+/// `result` is what may be passed on: the result unchanged when the scan was clean,
+/// otherwise an `output_blocked` failure that names neither a protected value nor a
+/// secret. `verdict` is for the audit record only: which secrets matched, or that the
+/// scan failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    /// The result that may be passed on.
+    pub result: ToolResult,
+    /// The verdict of the scan.
+    pub verdict: Verdict,
+}
+
+impl Guarded {
+    /// The result that may be passed on.
+    pub fn into_result(self) -> ToolResult {
+        self.result
+    }
+
+    /// Why the output was blocked, if it was.
+    pub fn blocked(&self) -> Option<&Blocked> {
+        match &self.verdict {
+            Verdict::Clean => None,
+            Verdict::Blocked(blocked) => Some(blocked),
+        }
     }
 }
