@@ -8,12 +8,10 @@ use std::time::Instant;
 
 use evidence_package::{AuditRecord, CallContext, Package, SecretBinding};
 use evidence_policy::{CanaryPolicy, KeyRing, SignedPolicy, TrustedPolicy, lock, verify};
-use evidence_result::{
-    Correction, Details, ErrorCode, Failure, FailureClass, Operation, Origin, PolicySource,
-    ToolResult,
-};
+use evidence_result::{Correction, Details, Failure, Operation, Origin, PolicySource, ToolResult};
 use jiff::Timestamp;
 
+use crate::codes::Code;
 use crate::{Connector, ConnectorError};
 
 /// Where the trusted policy of a call comes from.
@@ -54,14 +52,9 @@ pub struct SandboxOutcome {
     pub audit: AuditRecord,
 }
 
-fn local_failure(
-    origin: Origin,
-    code: &str,
-    class: FailureClass,
-    detail: String,
-) -> Result<ToolResult, ConnectorError> {
-    let code = ErrorCode::new(code).map_err(ConnectorError::from)?;
-    let mut failure = Failure::new(code, class, detail);
+fn local_failure(origin: Origin, code: Code, detail: String) -> Result<ToolResult, ConnectorError> {
+    let class = code.class();
+    let mut failure = Failure::new(code.code(), class, detail);
     if !class.allows_correction() {
         failure = failure.with_correction(Correction::for_class(class, None, Vec::new()));
     }
@@ -111,15 +104,13 @@ pub async fn run_sandbox_call<C: Connector>(
     let result = match policy {
         Err(ref why) => local_failure(
             origin,
-            "policy_verification_failed",
-            FailureClass::Internal,
+            Code::PolicyVerificationFailed,
             format!("the trusted policy did not verify for this package: {why}"),
         )?,
         Ok(ref policy) => match serde_json::from_str::<serde_json::Value>(call.args) {
             Err(e) => local_failure(
                 origin,
-                "invalid_json",
-                FailureClass::InvalidArgument,
+                Code::InvalidJson,
                 format!("the arguments are not valid JSON: {e}"),
             )?,
             Ok(args) => match lock(policy, source, &args, &manifest.scope_labels) {

@@ -315,6 +315,18 @@ mod tests {
     }
 
     #[test]
+    fn the_guard_code_is_in_the_contract_table_with_its_class() {
+        let g = guard(&[("k", "abcdefgh12345678")]);
+        for result in [
+            g.enforce(failed_with("abcdefgh12345678")).result,
+            ToolResult::withheld(origin()),
+        ] {
+            let error = result.details().error.clone().unwrap();
+            assert!(evidence_result::is_known(error.code.as_str(), error.class));
+        }
+    }
+
+    #[test]
     fn a_scan_failure_yields_a_blocked_result() {
         let mut b = GuardBuilder::new(GuardLimits {
             max_output_bytes: 1024,

@@ -30,8 +30,8 @@ pub(crate) enum Code {
 }
 
 impl Code {
-    #[cfg(test)]
-    const ALL: [Code; 21] = [
+    /// Every code, in declaration order.
+    pub(crate) const ALL: [Code; 21] = [
         Code::InvalidArguments,
         Code::MissingQueryId,
         Code::InvalidQueryId,
@@ -55,7 +55,8 @@ impl Code {
         Code::TrustedPolicyRejected,
     ];
 
-    fn as_str(self) -> &'static str {
+    /// The snake_case code.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Code::InvalidArguments => "invalid_arguments",
             Code::MissingQueryId => "missing_query_id",
@@ -81,7 +82,8 @@ impl Code {
         }
     }
 
-    fn class(self) -> FailureClass {
+    /// The failure class the code carries.
+    pub(crate) fn class(self) -> FailureClass {
         match self {
             Code::QueryIdNotAllowed
             | Code::ForbiddenArgument
@@ -112,6 +114,25 @@ impl Code {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_is_in_the_contract_table_with_its_class() {
+        for c in Code::ALL {
+            let known = evidence_result::known_code(c.as_str())
+                .unwrap_or_else(|| panic!("{} is not in ERROR_CODES", c.as_str()));
+            assert_eq!(known.classes, [c.class()], "{}", c.as_str());
+            assert_eq!(known.source, evidence_result::CodeSource::Lock);
+        }
+        let lock_entries = evidence_result::ERROR_CODES
+            .iter()
+            .filter(|k| k.source == evidence_result::CodeSource::Lock)
+            .count();
+        assert_eq!(
+            lock_entries,
+            Code::ALL.len(),
+            "the table lists no other lock code"
+        );
+    }
 
     #[test]
     fn every_code_is_a_valid_error_code() {
