@@ -7,7 +7,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use managed_evidence::package::{GuardBuilder, GuardLimits, OutputGuard, searched_forms};
+use managed_evidence::package::internal::searched_forms;
+use managed_evidence::package::{GuardBuilder, GuardLimits, OutputGuard};
 use secrecy::SecretString;
 
 const OUTPUT_BYTES: usize = 10 * 1024 * 1024;

@@ -12,6 +12,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
+use crate::codes::Code;
 use crate::connector::{failed, finish, identity_failure, internal};
 use crate::prometheus::{
     Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper, fetch,
@@ -267,7 +268,7 @@ impl Connector for ClinicConnector {
                 origin,
                 None,
                 None,
-                internal("clinic_empty_batch", "the locked request has no queries"),
+                internal(Code::ClinicEmptyBatch, "the locked request has no queries"),
             ),
         }
     }

@@ -9,12 +9,13 @@ use async_trait::async_trait;
 use evidence_package::NetworkPolicy;
 use evidence_policy::{LockedItem, LockedQuery, LockedRequest};
 use evidence_result::{
-    Correction, Details, ErrorCode, Failure, FailureClass, Origin, PackageId, Provider, QueryId,
-    RequestDigest, ResultError, ToolResult,
+    Correction, Details, Failure, Origin, PackageId, Provider, QueryId, RequestDigest, ResultError,
+    ToolResult,
 };
 use url::Url;
 
 use crate::ConnectorError;
+use crate::codes::Code;
 
 /// The connector of one Managed Tool package: it runs a [`LockedRequest`] against its
 /// provider and answers with the one result transport of `evidence-result`.
@@ -220,16 +221,19 @@ pub(crate) fn finish(details: Details) -> Result<ToolResult, ResultError> {
             origin,
             query_id,
             digest,
-            internal("result_contract", format!("cannot build the result: {e}")),
+            internal(
+                Code::ResultContract,
+                format!("cannot build the result: {e}"),
+            ),
         ),
     }
 }
 
-/// An `internal` failure with code `code` (a fixed snake_case identifier).
-pub(crate) fn internal(code: &str, detail: impl Into<String>) -> Failure {
-    let code = ErrorCode::new(code).unwrap_or_else(|_| ErrorCode::http(Provider::Clinic, 500));
-    Failure::new(code, FailureClass::Internal, detail).with_correction(Correction::for_class(
-        FailureClass::Internal,
+/// A failure with the fixed code `code` (of class `internal`, as every caller's is) and no
+/// correction.
+pub(crate) fn internal(code: Code, detail: impl Into<String>) -> Failure {
+    Failure::new(code.code(), code.class(), detail).with_correction(Correction::for_class(
+        code.class(),
         None,
         Vec::new(),
     ))
@@ -238,12 +242,12 @@ pub(crate) fn internal(code: &str, detail: impl Into<String>) -> Failure {
 /// The one ready query of a one-operation package (Manus, Wetech), or the finished
 /// result that answers the request instead: the request is for another package or
 /// provider, its one item was rejected while locking, or it does not hold exactly one
-/// item (`<code_prefix>_invalid_request`).
+/// item (`invalid_request`, e.g. [`Code::ManusInvalidRequest`]).
 pub(crate) fn single_query<'r>(
     request: &'r LockedRequest,
     package: &PackageId,
     provider: Provider,
-    code_prefix: &str,
+    invalid_request: Code,
 ) -> Result<&'r LockedQuery, Box<Result<ToolResult, ResultError>>> {
     let origin = request.origin();
     if let Some(f) = identity_failure(request, package, provider) {
@@ -268,8 +272,11 @@ pub(crate) fn single_query<'r>(
             None,
             None,
             internal(
-                &format!("{code_prefix}_invalid_request"),
-                format!("the {code_prefix} connector runs exactly one locked query per call"),
+                invalid_request,
+                format!(
+                    "the {} connector runs exactly one locked query per call",
+                    provider.as_str()
+                ),
             ),
         ))),
     }
@@ -290,7 +297,7 @@ pub(crate) fn identity_failure(
         None
     } else {
         Some(internal(
-            &format!("{}_wrong_package", provider.as_str()),
+            Code::wrong_package(provider),
             format!(
                 "this connector runs {package} ({provider}) requests, not {} ({})",
                 request.package, request.provider

@@ -2,6 +2,7 @@
 
 mod address;
 mod clinic;
+mod codes;
 mod connector;
 mod error;
 mod manus;
@@ -25,3 +26,16 @@ pub use wetech::{
     Brand, BrowserConfig, BrowserIdentity, DEFAULT_CHROMIUM_ARGS, StorageState, WebDriverEndpoint,
     WetechConfig, WetechConnector, WetechSecrets, user_agent_for,
 };
+
+/// Items that exist for tests and benches. Not part of the stable interface: they may
+/// change or go away in any release.
+#[doc(hidden)]
+pub mod internal {
+    use evidence_result::{ErrorCode, FailureClass};
+
+    /// Every code the connectors can produce, with its class (each
+    /// HTTP status family as one code per status from 100 to 599).
+    pub fn connector_codes() -> Vec<(ErrorCode, FailureClass)> {
+        crate::codes::all_codes()
+    }
+}

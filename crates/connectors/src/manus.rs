@@ -7,8 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use evidence_policy::{LockedQuery, LockedRequest, ManusTarget, bind_label};
 use evidence_result::{
-    Correction, Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider,
-    ResultError, ToolResult,
+    Correction, Details, ErrorCode, Evidence, Failure, PackageId, Provider, ResultError, ToolResult,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -17,6 +16,7 @@ use url::Url;
 
 use crate::address::{AddressSealer, INSTANCE_LABEL};
 use crate::clinic::http_client;
+use crate::codes::{Code, MANUS_SESSION_CLASS, manus_session_http};
 use crate::connector::{failed, finish, internal, single_query, unix_now};
 use crate::prometheus::{
     Compaction, QueryRange, RawResponse, Redactor, ResponseLimits, ResponseMapper, fetch,
@@ -252,7 +252,12 @@ impl Connector for ManusConnector {
         secrets: &ManusSecrets,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
-        let query = match single_query(request, &self.package(), self.provider(), "manus") {
+        let query = match single_query(
+            request,
+            &self.package(),
+            self.provider(),
+            Code::ManusInvalidRequest,
+        ) {
             Ok(q) => q,
             Err(done) => return *done,
         };
@@ -274,7 +279,7 @@ impl Connector for ManusConnector {
         let mapper = ResponseMapper::new(Provider::Manus, redactor.clone()).with_keep(keep.clone());
         let Some(target) = request.policy.manus_target else {
             return fail(internal(
-                "manus_no_target",
+                Code::ManusNoTarget,
                 "the trusted policy names no Manus target",
             ));
         };
@@ -311,7 +316,7 @@ impl Connector for ManusConnector {
             Ok(v) => v,
             Err(_) => {
                 return fail(*bootstrap_failure(
-                    "manus_session_invalid_response",
+                    Code::ManusSessionInvalidResponse.code(),
                     "the session bootstrap answered a session token that is not a valid header value"
                         .to_owned(),
                     None,
@@ -382,13 +387,13 @@ impl ManusConnector {
         let raw = match fetch(builder, &limits).await {
             Ok(raw) => raw,
             Err(e) => {
-                let suffix = match e {
-                    ConnectorError::Timeout(_) => "timeout",
-                    ConnectorError::BodyTooLarge { .. } => "invalid_response",
-                    _ => "unavailable",
+                let code = match e {
+                    ConnectorError::Timeout(_) => Code::ManusSessionTimeout,
+                    ConnectorError::BodyTooLarge { .. } => Code::ManusSessionInvalidResponse,
+                    _ => Code::ManusSessionUnavailable,
                 };
                 return Err(bootstrap_failure(
-                    &format!("manus_session_{suffix}"),
+                    code.code(),
                     format!(
                         "the session bootstrap failed: {}",
                         redactor.redact(&e.to_string())
@@ -399,7 +404,7 @@ impl ManusConnector {
         };
         if !raw.is_success() {
             return Err(bootstrap_failure(
-                &format!("manus_session_http_{}", raw.status),
+                manus_session_http(raw.status),
                 format!(
                     "the session bootstrap was refused with HTTP {}: {}",
                     raw.status,
@@ -411,7 +416,7 @@ impl ManusConnector {
         match serde_json::from_slice::<Session>(&raw.body) {
             Ok(s) if !s.session.expose_secret().is_empty() => Ok(s.session),
             _ => Err(bootstrap_failure(
-                "manus_session_invalid_response",
+                Code::ManusSessionInvalidResponse.code(),
                 format!(
                     "the session bootstrap answered HTTP {} without a session token ({} bytes, {})",
                     raw.status,
@@ -454,11 +459,10 @@ fn bind_reference(
 
 /// The one `invalid_reference` failure: the same words whatever was wrong.
 fn invalid_reference(error: &ConnectorError, keep: &[String]) -> Failure {
-    let code = ErrorCode::new("invalid_reference")
-        .unwrap_or_else(|_| ErrorCode::http(Provider::Manus, 400));
-    Failure::new(code, FailureClass::InvalidArgument, error.to_string()).with_correction(
+    let code = Code::InvalidReference;
+    Failure::new(code.code(), code.class(), error.to_string()).with_correction(
         Correction::for_class(
-            FailureClass::InvalidArgument,
+            code.class(),
             Some(
                 "Use an instanceRef returned by this tool for this target, unchanged, or \
                  leave instanceRef out; change nothing else.",
@@ -468,11 +472,11 @@ fn invalid_reference(error: &ConnectorError, keep: &[String]) -> Failure {
     )
 }
 
-fn bootstrap_failure(code: &str, detail: String, raw: Option<&RawResponse>) -> Box<Failure> {
-    let code = ErrorCode::new(code).unwrap_or_else(|_| ErrorCode::http(Provider::Manus, 0));
-    let mut failure = Failure::new(code, FailureClass::SessionBootstrap, detail).with_correction(
-        Correction::for_class(FailureClass::SessionBootstrap, None, Vec::new()),
-    );
+/// A session bootstrap failure: `code` is a `manus_session_*` code, all of class
+/// [`MANUS_SESSION_CLASS`].
+fn bootstrap_failure(code: ErrorCode, detail: String, raw: Option<&RawResponse>) -> Box<Failure> {
+    let mut failure = Failure::new(code, MANUS_SESSION_CLASS, detail)
+        .with_correction(Correction::for_class(MANUS_SESSION_CLASS, None, Vec::new()));
     if let Some(raw) = raw {
         failure = failure
             .with_http_status(raw.status)

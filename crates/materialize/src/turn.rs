@@ -669,3 +669,20 @@ fn check_result(call: &Call, details: &Details) -> Result<(), MaterializeError> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_code_is_in_the_contract_table_with_its_class() {
+        for code in RefusalCode::ALL {
+            assert!(
+                evidence_result::is_known(code.as_str(), code.class()),
+                "{} ({}) is not in ERROR_CODES",
+                code.as_str(),
+                code.class()
+            );
+        }
+    }
+}

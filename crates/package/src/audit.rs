@@ -24,6 +24,9 @@ pub struct CallContext {
     pub duration: Duration,
     /// Size of the tool's output, in bytes, as produced (before any blocking).
     pub output_bytes: u64,
+    /// The secrets the output guard found in the output (names only, never values):
+    /// the record names them, the model-visible result never does.
+    pub blocked_secrets: Vec<String>,
 }
 
 /// One JSON audit record of one tool call, written to the package's own audit stream.
@@ -64,6 +67,9 @@ pub struct AuditRecord {
     pub output_bytes: u64,
     /// Whether the output guard blocked the output.
     pub blocked: bool,
+    /// Which secrets the output guard matched when it blocked the output (names only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_secrets: Vec<String>,
 }
 
 fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
@@ -160,6 +166,7 @@ impl AuditRecord {
             duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
             output_bytes: call.output_bytes,
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
+            blocked_secrets: call.blocked_secrets.clone(),
         })
     }
 

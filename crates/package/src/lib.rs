@@ -19,8 +19,7 @@ pub use catalog::{
 };
 pub use error::PackageError;
 pub use guard::{
-    BlockCause, Blocked, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict,
-    searched_forms,
+    BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
 };
 pub use manifest::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
@@ -30,3 +29,10 @@ pub use manifest::{
 pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
 pub use revision::Revision;
 pub use secrets::{SandboxEnv, SecretBinding, SecretValues};
+
+/// Items that exist for tests and benches. Not part of the stable interface: they may
+/// change or go away in any release.
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::guard::searched_forms;
+}

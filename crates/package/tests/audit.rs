@@ -31,6 +31,7 @@ fn call(output_bytes: u64) -> CallContext {
         ticket: Some("ST-2865".to_owned()),
         duration: Duration::from_millis(1234),
         output_bytes,
+        blocked_secrets: Vec::new(),
     }
 }
 
@@ -70,6 +71,10 @@ fn a_record_carries_the_documented_fields() {
     assert_eq!(v["duration_ms"], 1234);
     assert_eq!(v["output_bytes"], 321);
     assert_eq!(v["blocked"], false);
+    assert!(
+        v.get("blocked_secrets").is_none(),
+        "listed only when blocked"
+    );
     let back: AuditRecord = serde_json::from_value(v).unwrap();
     assert_eq!(back, record);
 }
@@ -95,9 +100,16 @@ fn a_blocked_call_is_recorded_as_blocked() {
         failure,
     ))
     .unwrap();
-    let guarded = binding.guard().enforce(leaked).unwrap();
-    let record = AuditRecord::for_call(&p, &call(99), &guarded).unwrap();
+    let guarded = binding.guard().enforce(leaked);
+    let context = CallContext {
+        blocked_secrets: guarded.blocked().unwrap().secrets.clone(),
+        ..call(99)
+    };
+    let record = AuditRecord::for_call(&p, &context, &guarded.result).unwrap();
     assert!(record.blocked);
+    // The record names the secret; the model-visible result does not.
+    assert_eq!(record.blocked_secrets, ["clinic_api_token"]);
+    assert!(!guarded.result.text().contains("clinic_api_token"));
     assert_eq!(record.failure_class, Some(FailureClass::OutputBlocked));
     assert!(
         !record
@@ -158,7 +170,7 @@ proptest! {
             )).unwrap(),
             _ => ToolResult::new(Details::batch(origin(), vec![Item::failure(qid, Some(digest), Failure::new(ErrorCode::scope_violation(), FailureClass::PolicyViolation, format!("{expr} {unit}")))]).unwrap()).unwrap(),
         };
-        let guarded = binding.guard().enforce(result).unwrap();
+        let guarded = binding.guard().enforce(result).result;
         let line = AuditRecord::for_call(&p, &call(raw_args.len() as u64), &guarded).unwrap().to_json_line().unwrap();
         prop_assert!(!line.contains(&secret));
         prop_assert!(!line.contains(&raw_args));

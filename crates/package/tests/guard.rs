@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use evidence_package::{
-    BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict, searched_forms,
-};
+use evidence_package::internal::searched_forms;
+use evidence_package::{BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict};
 use evidence_result::{
     Details, ErrorCode, Evidence, EvidenceOutcome, FailureClass, Operation, Origin, PackageId,
     Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
@@ -372,10 +371,19 @@ fn a_blocked_result_is_replaced_whole_by_output_blocked() {
     let secret = "tok_9f8e7d6c5b4a\"quoted\"";
     let guard = guard_for(&[("clinic_api_token".to_owned(), secret.to_owned())]);
     let clean = success_with_label("tidb-0");
-    assert_eq!(guard.enforce(clean.clone()).unwrap(), clean);
+    let guarded = guard.enforce(clean.clone());
+    assert_eq!(guarded.verdict, Verdict::Clean);
+    assert_eq!(guarded.into_result(), clean);
 
     let leaked = success_with_label(&format!("tidb-0 {secret}"));
-    let replaced = guard.enforce(leaked).unwrap();
+    let guarded = guard.enforce(leaked);
+    // The verdict names the secret for the audit record; the result names neither the
+    // secret nor its value.
+    assert_eq!(
+        guarded.blocked().map(|b| b.secrets.clone()),
+        Some(vec!["clinic_api_token".to_owned()])
+    );
+    let replaced = guarded.result;
     let d = replaced.details();
     assert!(replaced.is_failed());
     assert!(d.evidence.is_none() && d.items.is_empty());
@@ -384,7 +392,8 @@ fn a_blocked_result_is_replaced_whole_by_output_blocked() {
     assert_eq!(error.class, FailureClass::OutputBlocked);
     assert_eq!(d.query_id.as_ref().unwrap().as_str(), "tidb_cpu");
     let detail = d.detail_error.as_ref().unwrap();
-    assert!(detail.contains("clinic_api_token"), "{detail}");
+    assert!(!detail.contains("clinic_api_token"), "{detail}");
+    assert!(detail.contains("protected value"), "{detail}");
     let json = replaced.to_json().unwrap();
     assert!(!json.contains("tok_9f8e7d6c5b4a"));
     assert!(!guard.scan_result(&replaced).is_blocked());
@@ -401,7 +410,7 @@ fn a_secret_inside_the_query_id_is_not_kept() {
         "bad",
     );
     let details = Details::failure(origin(), Some(QueryId::new(secret).unwrap()), None, failure);
-    let replaced = guard.enforce(ToolResult::new(details).unwrap()).unwrap();
+    let replaced = guard.enforce(ToolResult::new(details).unwrap()).result;
     assert!(replaced.details().query_id.is_none());
     assert!(!replaced.to_json().unwrap().contains(secret));
 }
@@ -413,7 +422,7 @@ fn a_secret_that_is_also_a_name_is_never_echoed() {
         ("alpha_name_1".to_owned(), "beta_name_22".to_owned()),
         ("beta_name_22".to_owned(), "zzzzzzzzzzzz".to_owned()),
     ]);
-    let replaced = guard.enforce(success_with_label("beta_name_22")).unwrap();
+    let replaced = guard.enforce(success_with_label("beta_name_22")).result;
     assert!(replaced.is_failed());
     assert!(!replaced.to_json().unwrap().contains("beta_name_22"));
 }
@@ -442,7 +451,7 @@ fn scan_failures_block_and_name_every_guarded_secret() {
         })
     ));
     assert_eq!(blocked.secrets, vec!["clinic_api_token".to_owned()]);
-    let replaced = guard.blocked_result(origin(), None, &blocked).unwrap();
+    let replaced = guard.blocked_result(origin(), None, &blocked);
     assert_eq!(
         replaced.details().failure_class(),
         Some(FailureClass::OutputBlocked)

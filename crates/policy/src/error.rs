@@ -117,3 +117,29 @@ impl PolicyError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_code_is_in_the_contract_table_with_its_class() {
+        for error in [
+            PolicyError::LabelConflict {
+                label: "cluster_id".to_owned(),
+                matcher: "cluster_id=\"x\"".to_owned(),
+            },
+            PolicyError::Promql("unexpected end".to_owned()),
+            PolicyError::BadSignature,
+            PolicyError::RuntimeContext("unset".to_owned()),
+        ] {
+            let failure = error.to_failure();
+            assert!(
+                evidence_result::is_known(failure.error.code.as_str(), failure.error.class),
+                "{} ({})",
+                failure.error.code,
+                failure.error.class
+            );
+        }
+    }
+}

@@ -31,3 +31,17 @@ pub use policy::{
     ManusTarget, TimeWindow, TrustedPolicy,
 };
 pub use promql::{STALENESS_LOOKBACK, bind_label};
+
+/// Items that exist for tests and benches. Not part of the stable interface: they may
+/// change or go away in any release.
+#[doc(hidden)]
+pub mod internal {
+    use evidence_result::FailureClass;
+
+    /// Every code a lock rejection can carry, with its class.
+    pub fn lock_codes() -> impl Iterator<Item = (&'static str, FailureClass)> {
+        crate::lock::Code::ALL
+            .into_iter()
+            .map(|c| (c.as_str(), c.class()))
+    }
+}

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod class;
+mod codes;
 mod correction;
 mod details;
 mod digest;
@@ -10,10 +11,11 @@ mod ids;
 mod tool_result;
 
 pub use class::{FailureClass, FailureGroup};
+pub use codes::{CODE_ORIGINS, CodeName, CodeSource, ERROR_CODES, KnownCode, is_known, known_code};
 pub use correction::{Correction, CorrectionScope, SAME_TURN_CORRECTION_RULE};
 pub use details::{Details, ErrorInfo, Failure, Item, Origin, PolicySource, Status};
 pub use digest::{Digest, RequestDigest, canonical_json};
 pub use error::ResultError;
 pub use evidence::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesStats, SeriesSummary};
 pub use ids::{ErrorCode, Operation, PackageId, Provider, QueryId};
-pub use tool_result::{McpCallToolResult, McpContent, ToolResult};
+pub use tool_result::{McpCallToolResult, McpContent, ToolResult, WITHHELD_DETAIL};

@@ -1,7 +1,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{Details, ResultError};
+use crate::{
+    Correction, Details, ErrorCode, Failure, FailureClass, Operation, Origin, PolicySource,
+    ResultError,
+};
+
+/// The `detail_error` of [`ToolResult::withheld`].
+pub const WITHHELD_DETAIL: &str = "the tool output was withheld by the output guard";
 
 /// The one result transport of every package: `text` is exactly
 /// `serde_json::to_string(&details)`.
@@ -30,6 +36,21 @@ impl ToolResult {
         details.check().map_err(ResultError::Inconsistent)?;
         let text = serde_json::to_string(&details).map_err(ResultError::Serialize)?;
         Ok(ToolResult { text, details })
+    }
+
+    /// The fixed `output_blocked` failure of `origin`: no query id, no request digest, the
+    /// fixed detail [`WITHHELD_DETAIL`] and no correction. Made of fixed, valid parts
+    /// only, so unlike [`ToolResult::new`] it cannot fail: it is what an output guard
+    /// returns when not even a more specific replacement can be built. Its `text` is
+    /// exactly the JSON of its `details`, as for every result (tested for every origin).
+    pub fn withheld(origin: Origin) -> Self {
+        let class = FailureClass::OutputBlocked;
+        let failure = Failure::new(ErrorCode::output_blocked(), class, WITHHELD_DETAIL)
+            .with_correction(Correction::for_class(class, None, Vec::new()));
+        let details = Details::failure(origin, None, None, failure);
+        let text =
+            serde_json::to_string(&details).unwrap_or_else(|_| withheld_text(&details.origin()));
+        ToolResult { text, details }
     }
 
     /// The model-visible text: the JSON of `details`.
@@ -89,6 +110,29 @@ impl ToolResult {
     }
 }
 
+/// The JSON of the details of [`ToolResult::withheld`], written out from its fixed parts
+/// (a package id is a snake_case identifier and needs no escaping) so that it needs no
+/// fallible serializer. Equal to the `serde_json` text (tested).
+fn withheld_text(origin: &Origin) -> String {
+    let operation = match origin.operation {
+        Operation::QueryRange => "query_range",
+    };
+    let source = match origin.policy_source {
+        None => "",
+        Some(PolicySource::TrustedEnvelope) => r#","policy_source":"trusted_envelope""#,
+        Some(PolicySource::StaticCanary) => r#","policy_source":"static_canary""#,
+    };
+    let instruction = Correction::for_class(FailureClass::OutputBlocked, None, Vec::new())
+        .instruction
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    format!(
+        r#"{{"status":"error","package":"{package}","provider":"{provider}","operation":"{operation}"{source},"error":{{"code":"output_blocked","class":"output_blocked"}},"detail_error":"{WITHHELD_DETAIL}","correction":{{"allowed":false,"scope":"same_turn","instruction":"{instruction}","keep":[]}}}}"#,
+        package = origin.package,
+        provider = origin.provider.as_str(),
+    )
+}
+
 impl Serialize for ToolResult {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
@@ -132,4 +176,42 @@ pub struct McpCallToolResult {
     pub structured_content: Details,
     /// True when the result failed.
     pub is_error: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PackageId, Provider};
+
+    #[test]
+    fn the_withheld_result_is_valid_for_every_origin() {
+        for provider in [Provider::Clinic, Provider::Manus, Provider::Wetech] {
+            for policy_source in [
+                None,
+                Some(PolicySource::TrustedEnvelope),
+                Some(PolicySource::StaticCanary),
+            ] {
+                let origin = Origin {
+                    package: PackageId::new("managed_auto_oncall_clinic").unwrap(),
+                    provider,
+                    operation: Operation::QueryRange,
+                    policy_source,
+                };
+                let withheld = ToolResult::withheld(origin.clone());
+                // The written-out text is exactly what serde_json writes, and the result
+                // is what the checked constructor builds.
+                assert_eq!(withheld_text(&origin), withheld.text());
+                let rebuilt = ToolResult::new(withheld.details().clone()).unwrap();
+                assert_eq!(rebuilt, withheld);
+                assert_eq!(
+                    ToolResult::from_json(&withheld.to_json().unwrap()).unwrap(),
+                    withheld
+                );
+                let error = withheld.details().error.as_ref().unwrap();
+                assert_eq!(error.code, ErrorCode::output_blocked());
+                assert_eq!(error.class, FailureClass::OutputBlocked);
+                assert!(!withheld.details().correction.as_ref().unwrap().allowed);
+            }
+        }
+    }
 }

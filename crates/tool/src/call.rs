@@ -91,6 +91,15 @@ fn origin_of(package: &Package, source: PolicySource) -> Origin {
     }
 }
 
+/// The codes the sandbox call itself produces (besides [`RuntimeFailureKind`] and the
+/// codes of locking, connectors and the guard), with their class.
+pub(crate) const CALL_CODES: [(&str, FailureClass); 2] = [
+    (INVALID_JSON, FailureClass::InvalidArgument),
+    (RESULT_CONTRACT, FailureClass::Internal),
+];
+const INVALID_JSON: &str = "invalid_json";
+const RESULT_CONTRACT: &str = "result_contract";
+
 fn local_failure(
     origin: Origin,
     code: &str,
@@ -158,7 +167,7 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
         Err(e) => {
             let result = local_failure(
                 origin,
-                "invalid_json",
+                INVALID_JSON,
                 FailureClass::InvalidArgument,
                 format!("the arguments are not valid JSON: {e}"),
             )?;
@@ -217,7 +226,7 @@ impl PreparedCall<'_> {
                 Ok(result) => result,
                 Err(e) => local_failure(
                     request.origin(),
-                    "result_contract",
+                    RESULT_CONTRACT,
                     FailureClass::Internal,
                     format!("the connector's result was refused by the contract: {e}"),
                 )?,
@@ -226,10 +235,17 @@ impl PreparedCall<'_> {
         self.finish(result)
     }
 
-    /// Guards `result` and makes the audit record.
+    /// Guards `result` and makes the audit record. The output guard never fails open: a
+    /// scan that cannot complete blocks like a found secret. The secrets it matched are
+    /// named in the audit record only.
     fn finish(self, result: ToolResult) -> Result<SandboxOutcome, ToolError> {
         let output_bytes = result.text().len();
-        let result = guard(self.binding, result)?;
+        let guarded = self.binding.guard().enforce(result);
+        let blocked_secrets = guarded
+            .blocked()
+            .map(|b| b.secrets.clone())
+            .unwrap_or_default();
+        let result = guarded.into_result();
         let (policy_id, ticket) = match &self.policy {
             Some(p) => (Some(p.policy_id.to_string()), Some(p.ticket.to_string())),
             None => (None, None),
@@ -242,30 +258,11 @@ impl PreparedCall<'_> {
                 ticket,
                 duration: self.started.elapsed(),
                 output_bytes: u64::try_from(output_bytes).unwrap_or(u64::MAX),
+                blocked_secrets,
             },
             &result,
         )?;
         Ok(SandboxOutcome { result, audit })
-    }
-}
-
-/// Passes a result through the binding's output guard. A scan that cannot complete
-/// blocks: the output is withheld, never passed unguarded.
-fn guard(binding: &SecretBinding, result: ToolResult) -> Result<ToolResult, ToolError> {
-    let origin = result.details().origin();
-    let query_id = result.details().query_id.clone();
-    match binding.guard().enforce(result) {
-        Ok(result) => Ok(result),
-        Err(_) => Ok(ToolResult::new(Details::failure(
-            origin,
-            query_id,
-            None,
-            Failure::new(
-                ErrorCode::output_blocked(),
-                FailureClass::OutputBlocked,
-                "the tool output was withheld because the secret scan could not complete",
-            ),
-        ))?),
     }
 }
 
@@ -279,4 +276,15 @@ pub async fn run_sandbox_call<C: Connector>(
     call: SandboxCall<'_>,
 ) -> Result<SandboxOutcome, ToolError> {
     prepare(call)?.run(connector, config, secrets).await
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every code this crate produces is in the contract's table with the class it uses.
+    #[test]
+    fn every_code_is_in_the_contract_table() {
+        for (code, class) in crate::internal::tool_codes() {
+            assert!(evidence_result::is_known(code, class), "{code}");
+        }
+    }
 }

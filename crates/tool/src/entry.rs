@@ -93,6 +93,7 @@ fn context(now: Timestamp, duration: Duration, result: &ToolResult) -> CallConte
         ticket: None,
         duration,
         output_bytes: u64::try_from(result.text().len()).unwrap_or(u64::MAX),
+        blocked_secrets: Vec::new(),
     }
 }
 

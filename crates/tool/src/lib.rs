@@ -25,3 +25,22 @@ pub use failure::{RuntimeFailure, RuntimeFailureKind};
 pub use output::write_outputs;
 pub use plan::{plan_answered, plan_locked};
 pub use tools::Tool;
+
+/// Items that exist for tests. Not part of the stable interface: they may change or go
+/// away in any release.
+#[doc(hidden)]
+pub mod internal {
+    use evidence_result::FailureClass;
+
+    /// Every code this crate produces, with its class: the sandbox call's own codes and
+    /// every runtime-context failure.
+    pub fn tool_codes() -> Vec<(&'static str, FailureClass)> {
+        let mut codes = crate::call::CALL_CODES.to_vec();
+        codes.extend(
+            crate::RuntimeFailureKind::ALL
+                .iter()
+                .map(|k| (k.code(), k.class())),
+        );
+        codes
+    }
+}

@@ -193,6 +193,14 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
     let records = audit_records(&env.dir.path().join("audit.jsonl"));
     assert_eq!(records.len(), 3);
     assert_eq!(records[2]["blocked"], true);
+    // The audit record names the secret; the model sees neither its value nor its name.
+    let named = records[2]["blocked_secrets"].to_string();
+    assert!(named.contains("wetech_storage_state"), "{named}");
+    assert!(
+        !blocked.text().contains("wetech_storage_state"),
+        "{}",
+        blocked.text()
+    );
     drop(slot);
 }
 

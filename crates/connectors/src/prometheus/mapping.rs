@@ -8,6 +8,7 @@ use super::fetch::RawResponse;
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
 use super::redact::Redactor;
 use crate::ConnectorError;
+use crate::codes::{Code, OriginCode, http_class};
 
 /// How much of a body that is not a Prometheus envelope goes into `detail_error`.
 const EXCERPT_BYTES: usize = 4096;
@@ -121,10 +122,12 @@ impl ResponseMapper {
             }
             Err(e) if raw.is_success() => {
                 let digest = raw.body_digest();
-                let (suffix, what) = match e {
-                    ConnectorError::NotJson(_) => ("non_json_body", "a body that is not JSON"),
+                let (code, what) = match e {
+                    ConnectorError::NotJson(_) => {
+                        (OriginCode::NonJsonBody, "a body that is not JSON")
+                    }
                     _ => (
-                        "invalid_response",
+                        OriginCode::InvalidResponse,
                         "a body that is not a Prometheus query_range answer",
                     ),
                 };
@@ -136,12 +139,10 @@ impl ResponseMapper {
                     self.redactor.redact(&e.to_string()),
                     self.excerpt(raw),
                 );
-                Err(
-                    Failure::new(self.code(suffix), FailureClass::ProviderUnavailable, detail)
-                        .with_http_status(raw.status)
-                        .with_body_digest(digest)
-                        .with_correction(self.correction(FailureClass::ProviderUnavailable, None)),
-                )
+                Err(Failure::new(code.code(self.provider), code.class(), detail)
+                    .with_http_status(raw.status)
+                    .with_body_digest(digest)
+                    .with_correction(self.correction(code.class(), None)))
             }
             Err(_) => {
                 Err(self.http_failure(raw.status, None, self.excerpt(raw), raw.body_digest()))
@@ -152,50 +153,37 @@ impl ResponseMapper {
     /// The failure for a connector error (transport, cap, sanitizing, request).
     pub fn failure(&self, error: &ConnectorError) -> Failure {
         let detail = self.redactor.redact(&error.to_string());
-        let (suffix, class, hint) = match error {
-            ConnectorError::Timeout(_) => ("timeout", FailureClass::Timeout, None),
-            ConnectorError::Unreachable(_) => {
-                ("unavailable", FailureClass::ProviderUnavailable, None)
-            }
+        let (code, hint) = match error {
+            ConnectorError::Timeout(_) => (OriginCode::Timeout, None),
+            ConnectorError::Unreachable(_) => (OriginCode::Unavailable, None),
             ConnectorError::BodyTooLarge { .. } => (
-                "response_too_large",
-                FailureClass::QueryRejected,
+                OriginCode::ResponseTooLarge,
                 Some(
                     "The answer was too large and was not used: narrow the query (aggregate \
                      with sum by (...) or topk, select fewer series, or use a larger step).",
                 ),
             ),
-            ConnectorError::NotJson(_) => {
-                ("non_json_body", FailureClass::ProviderUnavailable, None)
-            }
-            ConnectorError::InvalidResponse(_) => {
-                ("invalid_response", FailureClass::ProviderUnavailable, None)
-            }
-            ConnectorError::Sanitize(_) => ("sanitize_failed", FailureClass::Internal, None),
-            ConnectorError::Request(_) => ("request_failed", FailureClass::Internal, None),
-            ConnectorError::HostNotAllowed { .. } => {
-                ("host_not_allowed", FailureClass::Internal, None)
-            }
-            ConnectorError::Config(_) => ("invalid_configuration", FailureClass::Internal, None),
-            ConnectorError::InvalidReference => (
-                "invalid_reference",
-                FailureClass::InvalidArgument,
-                Some(
-                    "Use an instanceRef returned by this tool for this target, unchanged, or leave it out.",
-                ),
-            ),
-            ConnectorError::ReferenceKeys(_) => ("reference_keys", FailureClass::Internal, None),
-            ConnectorError::Result(_) => ("result_contract", FailureClass::Internal, None),
-            ConnectorError::Package(_) => ("package", FailureClass::Internal, None),
-        };
-        // A reference is the model's argument, not the provider's: its code has no origin.
-        let code = match error {
+            ConnectorError::NotJson(_) => (OriginCode::NonJsonBody, None),
+            ConnectorError::InvalidResponse(_) => (OriginCode::InvalidResponse, None),
+            ConnectorError::Sanitize(_) => (OriginCode::SanitizeFailed, None),
+            ConnectorError::Request(_) => (OriginCode::RequestFailed, None),
+            ConnectorError::HostNotAllowed { .. } => (OriginCode::HostNotAllowed, None),
+            ConnectorError::Config(_) => (OriginCode::InvalidConfiguration, None),
             ConnectorError::InvalidReference => {
-                ErrorCode::new(suffix).unwrap_or_else(|_| self.code(suffix))
+                // A reference is the model's argument, not the provider's: its code has
+                // no origin.
+                let code = Code::InvalidReference;
+                let hint = "Use an instanceRef returned by this tool for this target, \
+                            unchanged, or leave it out.";
+                return Failure::new(code.code(), code.class(), detail)
+                    .with_correction(self.correction(code.class(), Some(hint)));
             }
-            _ => self.code(suffix),
+            ConnectorError::ReferenceKeys(_) => (OriginCode::ReferenceKeys, None),
+            ConnectorError::Result(_) => (OriginCode::ResultContract, None),
+            ConnectorError::Package(_) => (OriginCode::Package, None),
         };
-        Failure::new(code, class, detail).with_correction(self.correction(class, hint))
+        Failure::new(code.code(self.provider), code.class(), detail)
+            .with_correction(self.correction(code.class(), hint))
     }
 
     fn http_failure(
@@ -205,17 +193,7 @@ impl ResponseMapper {
         text: String,
         digest: Digest,
     ) -> Failure {
-        let class = match (status, error_type) {
-            (400 | 422, _) => FailureClass::QueryRejected,
-            (401, _) => FailureClass::Authentication,
-            (403, _) => FailureClass::Authorization,
-            (408 | 504, _) | (503, Some("timeout")) => FailureClass::Timeout,
-            (429 | 500..=599, _) => FailureClass::ProviderUnavailable,
-            (200..=299, Some("bad_data" | "execution")) => FailureClass::QueryRejected,
-            (200..=299, Some("timeout")) => FailureClass::Timeout,
-            (200..=299, _) => FailureClass::ProviderUnavailable,
-            _ => FailureClass::Internal,
-        };
+        let class = http_class(status, error_type);
         let detail = if text.is_empty() {
             format!("HTTP {status} with an empty body")
         } else {
@@ -246,16 +224,6 @@ impl ResponseMapper {
             hint.map(str::to_owned)
         };
         Correction::for_class(class, hint.as_deref(), self.keep.clone())
-    }
-
-    fn code(&self, suffix: &str) -> ErrorCode {
-        let origin = match self.provider {
-            Provider::Clinic => "clinic",
-            Provider::Manus => "manus",
-            Provider::Wetech => "grafana",
-        };
-        ErrorCode::new(format!("{origin}_{suffix}"))
-            .unwrap_or_else(|_| ErrorCode::http(self.provider, 0))
     }
 
     /// The start of a body that is not a Prometheus envelope, as text, redacted.

@@ -23,6 +23,7 @@ use super::frame::error_frame;
 use super::identity::{BrowserIdentity, PageIdentity};
 use super::script;
 use super::storage::StorageState;
+use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
     Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
@@ -149,7 +150,12 @@ impl Connector for WetechConnector {
         secrets: &WetechSecrets,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
-        let query = match single_query(request, &self.package(), self.provider(), "wetech") {
+        let query = match single_query(
+            request,
+            &self.package(),
+            self.provider(),
+            Code::WetechInvalidRequest,
+        ) {
             Ok(q) => q,
             Err(done) => return *done,
         };
@@ -183,8 +189,8 @@ impl Connector for WetechConnector {
 fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
     let invalid = |detail: String| {
         Box::new(Failure::new(
-            code("wetech_storage_state_invalid"),
-            FailureClass::Authentication,
+            Code::WetechStorageStateInvalid.code(),
+            Code::WetechStorageStateInvalid.class(),
             format!("the browser storage state cannot be used: {detail}"),
         ))
     };
@@ -228,8 +234,8 @@ async fn drive(
     let identity = read_identity(browser, client, redactor).await?;
     if !identity.is_consistent() {
         return Err(Box::new(Failure::new(
-            code("wetech_user_agent_mismatch"),
-            FailureClass::BrowserRuntime,
+            Code::WetechUserAgentMismatch.code(),
+            Code::WetechUserAgentMismatch.class(),
             format!(
                 "the browser's User-Agent ({:?}) does not match its client hints (major {:?})",
                 identity.user_agent,
@@ -245,8 +251,8 @@ async fn drive(
     let landing = url_of(config, &config.landing_path)?;
     goto(client, &landing, redactor, |detail| {
         Failure::new(
-            code("grafana_unavailable"),
-            FailureClass::ProviderUnavailable,
+            OriginCode::Unavailable.code(Provider::Wetech),
+            OriginCode::Unavailable.class(),
             format!("Grafana's page {landing} did not load: {detail}"),
         )
     })
@@ -262,7 +268,7 @@ async fn drive(
     // The query, from the page, with the session cookies.
     let url = config.query_range_url().map_err(|e| {
         Box::new(internal(
-            "wetech_invalid_url",
+            Code::WetechInvalidUrl,
             format!("cannot build the datasource proxy URL: {e}"),
         ))
     })?;
@@ -317,7 +323,7 @@ async fn drive(
 fn url_of(config: &WetechConfig, path: &str) -> Result<Url, Box<Failure>> {
     config.url_of(path).map_err(|e| {
         Box::new(internal(
-            "wetech_invalid_url",
+            Code::WetechInvalidUrl,
             format!("cannot build a Grafana URL for {path:?}: {e}"),
         ))
     })
@@ -332,8 +338,8 @@ async fn open_health(
     let health = url_of(config, "api/health")?;
     let not_ready = |detail: String| {
         Failure::new(
-            code("grafana_not_ready"),
-            FailureClass::Readiness,
+            Code::GrafanaNotReady.code(),
+            Code::GrafanaNotReady.class(),
             format!("Grafana's health endpoint {health} {detail}"),
         )
     };
@@ -398,8 +404,8 @@ async fn apply_storage_state(
         if let Err(e) = client.add_cookie(cookie.to_webdriver()).await {
             return Err(match CommandFailure::of(&e) {
                 CommandFailure::Other(message) => Box::new(Failure::new(
-                    code("grafana_cookie_rejected"),
-                    FailureClass::Authentication,
+                    Code::GrafanaCookieRejected.code(),
+                    Code::GrafanaCookieRejected.class(),
                     format!(
                         "the browser refused stored cookie `{}`: {}",
                         cookie.name,
@@ -441,10 +447,6 @@ fn is_login_page(config: &WetechConfig, at: &Url) -> bool {
     rest.trim_start_matches('/').starts_with("login")
 }
 
-fn code(s: &'static str) -> ErrorCode {
-    ErrorCode::new(s).unwrap_or_else(|_| ErrorCode::http(Provider::Wetech, 0))
-}
-
 /// The `authentication` failure of a session Grafana does not accept. When the page is
 /// still on the Grafana origin, Grafana's own answer for the session is read from its
 /// API (`/api/user`): its status (401), body digest and text join the failure, so the
@@ -456,8 +458,8 @@ async fn login_failure(
     redactor: &Redactor,
 ) -> Failure {
     let mut failure = Failure::new(
-        code("grafana_login_redirect"),
-        FailureClass::Authentication,
+        Code::GrafanaLoginRedirect.code(),
+        Code::GrafanaLoginRedirect.class(),
         "Grafana sent the browser to its login page: the stored session is missing, expired \
          or revoked",
     );
@@ -496,15 +498,15 @@ async fn login_failure(
 fn browser_failure(e: &BrowserError, redactor: &Redactor) -> Box<Failure> {
     let (c, what, message) = match e {
         BrowserError::Start(m) => (
-            "wetech_browser_start_failed",
+            Code::WetechBrowserStartFailed,
             "ChromeDriver or Chromium did not start",
             m,
         ),
-        BrowserError::Lost(m) => ("wetech_browser_lost", "the browser stopped answering", m),
+        BrowserError::Lost(m) => (Code::WetechBrowserLost, "the browser stopped answering", m),
     };
     Box::new(Failure::new(
-        code(c),
-        FailureClass::BrowserRuntime,
+        c.code(),
+        c.class(),
         format!("{what}: {}", redactor.redact(message)),
     ))
 }
@@ -513,18 +515,18 @@ fn command_failure(f: &CommandFailure, redactor: &Redactor) -> Box<Failure> {
     match f {
         CommandFailure::Lost(m) => browser_failure(&BrowserError::Lost(m.clone()), redactor),
         CommandFailure::Timeout(m) => Box::new(Failure::new(
-            code("grafana_timeout"),
-            FailureClass::Timeout,
+            OriginCode::Timeout.code(Provider::Wetech),
+            OriginCode::Timeout.class(),
             format!("the browser did not finish in time: {}", redactor.redact(m)),
         )),
         CommandFailure::Navigation(m) => Box::new(Failure::new(
-            code("grafana_unavailable"),
-            FailureClass::ProviderUnavailable,
+            OriginCode::Unavailable.code(Provider::Wetech),
+            OriginCode::Unavailable.class(),
             format!("the page did not load: {}", redactor.redact(m)),
         )),
         CommandFailure::Other(m) => Box::new(Failure::new(
-            code("wetech_browser_command_failed"),
-            FailureClass::Internal,
+            Code::WetechBrowserCommandFailed.code(),
+            Code::WetechBrowserCommandFailed.class(),
             format!("a browser command failed: {}", redactor.redact(m)),
         )),
     }
@@ -538,8 +540,8 @@ fn finish_cleanup<T>(
     match cleanup {
         Ok(()) => outcome,
         Err(problem) => Err(Box::new(Failure::new(
-            code("wetech_cleanup_failed"),
-            FailureClass::Internal,
+            Code::WetechCleanupFailed.code(),
+            Code::WetechCleanupFailed.class(),
             format!("the browser profile could not be removed after the call: {problem}"),
         ))),
     }
@@ -573,8 +575,8 @@ async fn read_identity(
         .map_err(|e| command_failure(&CommandFailure::of(&e), redactor))?;
     let page: PageIdentity = serde_json::from_value(value).map_err(|e| {
         Box::new(Failure::new(
-            code("wetech_browser_command_failed"),
-            FailureClass::Internal,
+            Code::WetechBrowserCommandFailed.code(),
+            Code::WetechBrowserCommandFailed.class(),
             format!("unreadable browser identity: {e}"),
         ))
     })?;

@@ -1,0 +1,207 @@
+//! Building a guard: the protected values a caller adds (secrets and the values derived
+//! from a browser storage state), the limits of a scan, and the one multi-pattern
+//! automaton and prefilter built over every searched form of every value.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use secrecy::{ExposeSecret, SecretString};
+use zeroize::{Zeroize as _, Zeroizing};
+
+use super::encodings::encodings;
+use super::prefilter::Prefilter;
+use super::scan::OutputGuard;
+use crate::PackageError;
+use crate::manifest::MIN_SECRET_BYTES;
+use crate::storage_state::{derive_values, jwt_segments};
+
+/// Longest searched form; longer forms are searched by this prefix.
+const MAX_NEEDLE: usize = 64;
+
+/// Bounds of one scan. Exceeding a bound is a scan failure, and a scan failure blocks the
+/// output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardLimits {
+    /// Largest output scanned; a larger one is blocked.
+    pub max_output_bytes: usize,
+    /// How many times decoded text is decoded again (base64, hex, percent-encoding, JSON
+    /// escapes).
+    pub max_decode_depth: usize,
+    /// Decoded bytes allowed in total, as a multiple of the output size (at least 1 MiB);
+    /// more is treated as a decode bomb.
+    pub decode_budget_factor: usize,
+}
+
+impl Default for GuardLimits {
+    fn default() -> Self {
+        GuardLimits {
+            max_output_bytes: 16 * 1024 * 1024,
+            max_decode_depth: 3,
+            decode_budget_factor: 8,
+        }
+    }
+}
+
+/// Collects the protected values and builds an [`OutputGuard`].
+pub struct GuardBuilder {
+    values: Vec<(String, Zeroizing<Vec<u8>>)>,
+    limits: GuardLimits,
+}
+
+impl fmt::Debug for GuardBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardBuilder")
+            .field(
+                "values",
+                &self.values.iter().map(|(l, _)| l).collect::<Vec<_>>(),
+            )
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for GuardBuilder {
+    fn default() -> Self {
+        GuardBuilder::new(GuardLimits::default())
+    }
+}
+
+impl GuardBuilder {
+    /// An empty builder with these limits.
+    pub fn new(limits: GuardLimits) -> Self {
+        GuardBuilder {
+            values: Vec::new(),
+            limits,
+        }
+    }
+
+    /// Protects a secret value. A value under 8 bytes cannot be scanned without false
+    /// positives and is refused.
+    pub fn add_secret(&mut self, name: &str, value: &SecretString) -> Result<(), PackageError> {
+        let bytes = value.expose_secret().as_bytes();
+        if bytes.len() < MIN_SECRET_BYTES {
+            return Err(PackageError::SecretTooShort {
+                name: name.to_owned(),
+                what: "the value".to_owned(),
+                min: MIN_SECRET_BYTES,
+            });
+        }
+        self.push(name.to_owned(), bytes);
+        Ok(())
+    }
+
+    /// Protects a browser storage state (Playwright `storageState` JSON): every cookie value as stored and percent-decoded, every localStorage value whole and
+    /// each string leaf of those that are JSON, and each segment of JWT-looking values.
+    /// Any of these under 8 bytes is refused (empty values carry nothing and are skipped).
+    pub fn add_storage_state(
+        &mut self,
+        name: &str,
+        state: &SecretString,
+    ) -> Result<(), PackageError> {
+        let derived = derive_values(name, state.expose_secret())?;
+        for d in &derived {
+            if d.value.len() < MIN_SECRET_BYTES {
+                return Err(PackageError::SecretTooShort {
+                    name: name.to_owned(),
+                    what: d.what.clone(),
+                    min: MIN_SECRET_BYTES,
+                });
+            }
+        }
+        for d in derived {
+            self.push(format!("{name}: {}", d.what), &d.value);
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, label: String, value: &[u8]) {
+        self.values
+            .push((label.clone(), Zeroizing::new(value.to_vec())));
+        if let Some(segments) = jwt_segments(value) {
+            for (i, segment) in segments.into_iter().enumerate() {
+                if segment.len() >= MIN_SECRET_BYTES {
+                    self.values.push((
+                        format!("{label} (JWT segment {})", i + 1),
+                        Zeroizing::new(segment.to_vec()),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Builds one multi-pattern automaton over every encoding of every value.
+    pub fn build(self) -> Result<OutputGuard, PackageError> {
+        let mut labels: Vec<String> = Vec::new();
+        let mut label_index: HashMap<String, u32> = HashMap::new();
+        let mut pattern_index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut patterns: Vec<Zeroizing<Vec<u8>>> = Vec::new();
+        let mut owners: Vec<Vec<u32>> = Vec::new();
+        for (label, value) in &self.values {
+            let li = match label_index.get(label) {
+                Some(i) => *i,
+                None => {
+                    let i = u32::try_from(labels.len())
+                        .map_err(|_| PackageError::Guard("too many values".to_owned()))?;
+                    labels.push(label.clone());
+                    label_index.insert(label.clone(), i);
+                    i
+                }
+            };
+            for mut encoded in encodings(value) {
+                // Any occurrence of a long form contains its first MAX_NEEDLE bytes, which
+                // are themselves protected material: searching the prefix is enough.
+                encoded.truncate(MAX_NEEDLE);
+                match pattern_index.get(encoded.as_slice()) {
+                    Some(&pi) => {
+                        if !owners[pi].contains(&li) {
+                            owners[pi].push(li);
+                        }
+                    }
+                    None => {
+                        pattern_index.insert(encoded.to_vec(), patterns.len());
+                        patterns.push(encoded);
+                        owners.push(vec![li]);
+                    }
+                }
+            }
+        }
+        for (mut key, _) in pattern_index.drain() {
+            key.zeroize();
+        }
+        let automaton = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(patterns.iter().map(|p| p.as_slice()))
+            .map_err(|e| PackageError::Guard(e.to_string()))?;
+        let prefilter = Prefilter::new(&patterns);
+        let secret_names = self
+            .values
+            .iter()
+            .map(|(l, _)| l.split(':').next().unwrap_or(l).to_owned())
+            .collect();
+        Ok(OutputGuard {
+            automaton,
+            prefilter,
+            owners,
+            labels,
+            secret_names,
+            limits: self.limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_values_are_refused() {
+        let mut b = GuardBuilder::default();
+        let err = b
+            .add_secret("pin", &SecretString::from("1234567"))
+            .unwrap_err();
+        assert!(err.to_string().contains("shorter than 8 bytes"), "{err}");
+        assert!(!err.to_string().contains("1234567"));
+    }
+}

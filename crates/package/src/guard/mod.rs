@@ -1,0 +1,21 @@
+//! The fail-closed output guard: every tool output is scanned for every bound secret, in
+//! raw and encoded form, and replaced whole by an `output_blocked` failure when one is
+//! found or when the scan cannot complete.
+//!
+//! One concern per file: `builder` collects the protected values and builds the
+//! automaton; `encodings` lists the searched forms of a value; `prefilter` is the
+//! hash prefilter in front of the automaton; `decode` holds the decoders of the
+//! decode-and-rescan pass; `verdict` the outcome types; `scan` the guard that scans
+//! and enforces.
+
+mod builder;
+mod decode;
+mod encodings;
+mod prefilter;
+mod scan;
+mod verdict;
+
+pub use builder::{GuardBuilder, GuardLimits};
+pub use encodings::searched_forms;
+pub use scan::OutputGuard;
+pub use verdict::{BlockCause, Blocked, Guarded, ScanFailure, Verdict};

@@ -1,0 +1,46 @@
+//! Locking model arguments against a trusted policy, before any network or browser work.
+//!
+//! One concern per file: `types` holds what locking produces (the locked request, its
+//! items and queries, rejections, scope bindings); `code` the code table of rejections;
+//! `fixed` the platform-fixed word list and the keys each provider accepts; `digest` the
+//! canonical request a request digest is computed over; `context` what one request is
+//! locked within; `query` the pipeline that locks one query; `request` the entry point
+//! that reads the arguments and the Clinic batch.
+
+mod code;
+mod context;
+mod digest;
+mod fixed;
+mod query;
+mod request;
+mod types;
+
+pub(crate) use code::Code;
+pub use request::lock;
+pub use types::{LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue};
+
+/// Policies and scopes shared by the unit tests of locking.
+#[cfg(test)]
+mod fixtures {
+    use serde_json::json;
+
+    use super::{ScopeBinding, ScopeValue};
+    use crate::TrustedPolicy;
+    use crate::policy::tests::seed_json;
+
+    pub(super) fn clinic() -> TrustedPolicy {
+        serde_json::from_value(seed_json()).unwrap()
+    }
+
+    pub(super) fn wetech() -> TrustedPolicy {
+        let mut v = seed_json();
+        v["provider"] = json!("wetech");
+        v["package"] = json!("managed_auto_oncall_wetech");
+        v["wetech_query_ids"] = json!(["tidb_cpu", "tikv_cpu"]);
+        serde_json::from_value(v).unwrap()
+    }
+
+    pub(super) fn scope() -> Vec<ScopeBinding> {
+        vec![ScopeBinding::new("cluster_id", ScopeValue::ClusterId).unwrap()]
+    }
+}

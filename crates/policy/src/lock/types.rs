@@ -1,0 +1,276 @@
+//! What locking produces: the locked request and its items (ready queries or per-item
+//! rejections), the rejection of a whole request, and the scope bindings a package
+//! declares, which bind every selector to a policy value.
+
+use std::fmt;
+
+use evidence_result::{
+    Details, ErrorCode, EvidenceWindow, Failure, FailureClass, Item, Origin, PackageId,
+    PolicySource, Provider, QueryId, RequestDigest, ResultError, ToolResult,
+};
+use jiff::Timestamp;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::promql;
+use crate::{PolicyError, TrustedPolicy};
+
+/// A scope label a package declares: every vector selector must carry
+/// `label="<policy value>"`.
+///
+/// In a package manifest: `{"label": "cluster_id", "value": "cluster_id"}`. With
+/// `"optional": true` the binding applies only when the policy has the value (for
+/// example `keyspace_id`, which only Starter and Essential clusters have); otherwise a
+/// policy without the value fails closed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeBinding {
+    /// The PromQL label name, e.g. `cluster_id`.
+    pub label: String,
+    /// The policy value it is bound to.
+    pub value: ScopeValue,
+    /// Apply only when the policy has the value.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// A policy value a scope label can be bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeValue {
+    /// `cluster.id`.
+    ClusterId,
+    /// `cluster.parent_id` (Premium).
+    ParentId,
+    /// `cluster.keyspace_id` (Starter, Essential).
+    KeyspaceId,
+}
+
+impl ScopeBinding {
+    /// A required binding of `label` to a policy value. The label must be a plain
+    /// PromQL label name not starting with `__`.
+    pub fn new(label: impl Into<String>, value: ScopeValue) -> Result<Self, PolicyError> {
+        let label = label.into();
+        if !promql::is_bindable_label(&label) {
+            return Err(PolicyError::InvalidLabel(format!(
+                "{label:?} is not a bindable label name"
+            )));
+        }
+        Ok(ScopeBinding {
+            label,
+            value,
+            optional: false,
+        })
+    }
+
+    /// The same binding, applied only when the policy has the value.
+    pub fn when_present(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+
+    /// The policy's value for this binding, if it has one.
+    pub fn resolve<'a>(&self, policy: &'a TrustedPolicy) -> Option<&'a str> {
+        match self.value {
+            ScopeValue::ClusterId => Some(policy.cluster.id.as_str()),
+            ScopeValue::ParentId => policy.cluster.parent_id.as_deref(),
+            ScopeValue::KeyspaceId => policy.cluster.keyspace_id.as_deref(),
+        }
+    }
+}
+
+/// The result of locking model arguments: the policy, where it came from, and one item
+/// per query (one for Manus and Wetech, one per batch entry for Clinic).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockedRequest {
+    /// The trusted policy the request is locked to.
+    pub policy: TrustedPolicy,
+    /// Where the policy came from; `StaticCanary` marks canary results.
+    pub policy_source: PolicySource,
+    /// The package.
+    pub package: PackageId,
+    /// The provider.
+    pub provider: Provider,
+    /// The locked queries, in argument order.
+    pub items: Vec<LockedItem>,
+}
+
+impl LockedRequest {
+    /// The result origin of this request, policy source included.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            package: self.package.clone(),
+            provider: self.provider,
+            operation: self.policy.operation,
+            policy_source: Some(self.policy_source),
+        }
+    }
+
+    /// The queries that may run.
+    pub fn ready(&self) -> impl Iterator<Item = &LockedQuery> {
+        self.items.iter().filter_map(|i| match i {
+            LockedItem::Ready(q) => Some(q),
+            LockedItem::Rejected { .. } => None,
+        })
+    }
+
+    /// The one query of a single-operation request (Manus, Wetech): `Some` when the
+    /// request has exactly one item and it is ready.
+    pub fn single(&self) -> Option<&LockedQuery> {
+        match self.items.as_slice() {
+            [LockedItem::Ready(q)] => Some(q),
+            _ => None,
+        }
+    }
+}
+
+/// One locked query of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LockedItem {
+    /// Locked and ready to run.
+    Ready(LockedQuery),
+    /// Rejected before any network work; the other items of a Clinic batch still run.
+    Rejected {
+        /// The objective.
+        query_id: QueryId,
+        /// Digest of the request as sent, when it could be computed.
+        request_digest: Option<RequestDigest>,
+        /// Why, with its correction.
+        failure: Failure,
+    },
+}
+
+impl LockedItem {
+    /// The objective of the item.
+    pub fn query_id(&self) -> &QueryId {
+        match self {
+            LockedItem::Ready(q) => &q.query_id,
+            LockedItem::Rejected { query_id, .. } => query_id,
+        }
+    }
+
+    /// The failed batch item of a rejected item, `None` for a ready one.
+    pub fn rejected_item(&self) -> Option<Item> {
+        match self {
+            LockedItem::Ready(_) => None,
+            LockedItem::Rejected {
+                query_id,
+                request_digest,
+                failure,
+            } => Some(Item::failure(
+                query_id.clone(),
+                *request_digest,
+                failure.clone(),
+            )),
+        }
+    }
+}
+
+/// A query locked to its policy: this, and nothing the model wrote, is what runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockedQuery {
+    /// The objective.
+    pub query_id: QueryId,
+    /// The expression that runs: the model's expression with every selector bound to
+    /// the package's scope labels, printed from the checked AST.
+    pub expr: String,
+    /// Start of the range query: the policy window's start (whole seconds, UTC).
+    pub start: Timestamp,
+    /// End of the range query: the policy window's end (whole seconds, UTC).
+    pub end: Timestamp,
+    /// Step between points, seconds.
+    pub step_seconds: u64,
+    /// Unit label of the values, when given.
+    pub unit: Option<String>,
+    /// Opaque instance reference (Manus), when given; the connector decrypts it and
+    /// binds it with [`crate::bind_label`].
+    pub instance_ref: Option<String>,
+    /// Digest of the request.
+    pub request_digest: RequestDigest,
+}
+
+impl LockedQuery {
+    /// Start, Unix seconds.
+    pub fn start_unix(&self) -> i64 {
+        self.start.as_second()
+    }
+
+    /// End, Unix seconds.
+    pub fn end_unix(&self) -> i64 {
+        self.end.as_second()
+    }
+
+    /// The evidence window of the query.
+    pub fn evidence_window(&self) -> EvidenceWindow {
+        EvidenceWindow {
+            start: self.start_unix(),
+            end: self.end_unix(),
+            step_seconds: self.step_seconds,
+        }
+    }
+
+    /// Points per series: `floor((end - start) / step) + 1`.
+    pub fn points(&self) -> u64 {
+        points(
+            u64::try_from(self.end_unix() - self.start_unix()).unwrap_or(0),
+            self.step_seconds,
+        )
+    }
+}
+
+/// A request rejected while locking, before any network work. Converts into a
+/// [`Failure`] and, given an [`Origin`], into a failed [`ToolResult`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRejection {
+    /// The objective, when the arguments named a valid one.
+    pub query_id: Option<QueryId>,
+    /// Digest of the request as sent, when it could be computed.
+    pub request_digest: Option<RequestDigest>,
+    /// Code, class, detail and correction (boxed, to keep `Result`s small).
+    pub failure: Box<Failure>,
+}
+
+impl LockRejection {
+    /// The failure class.
+    pub fn class(&self) -> FailureClass {
+        self.failure.error.class
+    }
+
+    /// The error code.
+    pub fn code(&self) -> &ErrorCode {
+        &self.failure.error.code
+    }
+
+    /// The failed result of the whole call.
+    pub fn to_tool_result(&self, origin: Origin) -> Result<ToolResult, ResultError> {
+        ToolResult::new(Details::failure(
+            origin,
+            self.query_id.clone(),
+            self.request_digest,
+            (*self.failure).clone(),
+        ))
+    }
+}
+
+impl fmt::Display for LockRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.failure.error.code, self.failure.error.class, self.failure.detail_error
+        )
+    }
+}
+
+impl std::error::Error for LockRejection {}
+
+impl From<LockRejection> for Failure {
+    fn from(value: LockRejection) -> Self {
+        *value.failure
+    }
+}
+
+/// Points per series over a window of `window_seconds`: `floor(window / step) + 1`.
+pub(super) fn points(window_seconds: u64, step: u64) -> u64 {
+    window_seconds / step.max(1) + 1
+}
