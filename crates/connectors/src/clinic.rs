@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedItem, LockedQuery, LockedRequest, MAX_BATCH, TrustedPolicy};
+use evidence_policy::{LockedItem, LockedQuery, LockedRequest, MAX_BATCH, PolicyField, ResolvedScope};
 use evidence_result::{Details, Item, PackageId, Provider, ResultError, ToolResult};
 use futures::StreamExt as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -26,8 +26,6 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// The placeholders a Clinic path template may use, and the policy value each takes.
-const PLACEHOLDERS: [&str; 4] = ["cluster_id", "account", "parent_id", "keyspace_id"];
 
 /// The Clinic connector's deployment configuration. Nothing here comes from the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,9 +84,9 @@ impl ClinicConfig {
         self
     }
 
-    /// The `query_range` URL for `policy`: the base URL and the template filled from the
-    /// policy, checked against the allowlist. No request is sent.
-    pub fn query_url(&self, policy: &TrustedPolicy) -> Result<Url, ConnectorError> {
+    /// The `query_range` URL for a locked request's `scope`: the base URL and the
+    /// template filled from the scope, checked against the allowlist. No request is sent.
+    pub fn query_url(&self, scope: &ResolvedScope) -> Result<Url, ConnectorError> {
         let base = &self.base_url;
         if base.query().is_some() || base.fragment().is_some() {
             return Err(ConnectorError::Config(
@@ -96,7 +94,7 @@ impl ClinicConfig {
             ));
         }
         self.allowlist.check(base)?;
-        let path = render_template(&self.query_path_template, policy)?;
+        let path = render_template(&self.query_path_template, scope)?;
         let mut url = base.clone();
         url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
         self.allowlist.check(&url)?;
@@ -104,8 +102,9 @@ impl ClinicConfig {
     }
 }
 
-/// Fills a path template from the policy.
-fn render_template(template: &str, policy: &TrustedPolicy) -> Result<String, ConnectorError> {
+/// Fills a path template from the resolved scope: each placeholder is a
+/// [`PolicyField`] name.
+fn render_template(template: &str, scope: &ResolvedScope) -> Result<String, ConnectorError> {
     let bad = |why: String| ConnectorError::Config(format!("Clinic path template: {why}"));
     if !template.starts_with('/') || template.contains(['?', '#', '\\']) {
         return Err(bad(
@@ -124,19 +123,16 @@ fn render_template(template: &str, policy: &TrustedPolicy) -> Result<String, Con
             .find('}')
             .ok_or_else(|| bad("unclosed '{'".to_owned()))?;
         let name = &after[..close];
-        let value = match name {
-            "cluster_id" => Some(policy.cluster.id.as_str()),
-            "account" => Some(policy.account.as_str()),
-            "parent_id" => policy.cluster.parent_id.as_deref(),
-            "keyspace_id" => policy.cluster.keyspace_id.as_deref(),
-            other => {
-                return Err(bad(format!(
-                    "unknown placeholder {{{other}}}; known: {}",
-                    PLACEHOLDERS.join(", ")
-                )));
-            }
-        }
-        .ok_or_else(|| bad(format!("the policy has no {name} for {{{name}}}")))?;
+        let field = PolicyField::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = PolicyField::ALL.iter().map(|f| f.name()).collect();
+            bad(format!(
+                "unknown placeholder {{{name}}}; known: {}",
+                known.join(", ")
+            ))
+        })?;
+        let value = scope
+            .field(field)
+            .ok_or_else(|| bad(format!("the policy has no {name} for {{{name}}}")))?;
         out.extend(utf8_percent_encode(value, SEGMENT));
         rest = &after[close + 1..];
     }
@@ -243,7 +239,7 @@ impl Connector for ClinicConnector {
         }
         let mapper = ResponseMapper::new(Provider::Clinic, Redactor::new([secrets.token.clone()]));
         // Configuration first: a URL outside the allowlist sends nothing.
-        let url = match config.query_url(&request.policy) {
+        let url = match config.query_url(&request.scope) {
             Ok(url) => url,
             Err(e) => return failed(origin, None, None, mapper.failure(&e)),
         };
@@ -253,7 +249,7 @@ impl Connector for ClinicConnector {
             config,
             token: &secrets.token,
             mapper: &mapper,
-            top_k: request.policy.limits.max_series_kept,
+            top_k: request.scope.series_kept,
         };
         let concurrency = config.concurrency.clamp(1, MAX_BATCH as usize);
         // Futures collected first, so the stream's item type names no closure lifetime.
@@ -324,6 +320,7 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use evidence_policy::TrustedPolicy;
     use serde_json::json;
 
     fn policy() -> TrustedPolicy {
@@ -354,7 +351,8 @@ mod tests {
 
     #[test]
     fn cluster_scoped_path_from_policy() {
-        let mut p = policy();
+        let mut policy = policy();
+        let p = ResolvedScope::of(&policy);
         let url = config("https://clinic.internal.example/clinic/")
             .query_url(&p)
             .unwrap();
@@ -368,7 +366,8 @@ mod tests {
             c.query_url(&p).unwrap().path(),
             "/v2/acct%20saas/p-1/SaaS01/query_range"
         );
-        p.cluster.id = "../x/y".to_owned();
+        policy.cluster.id = "../x/y".to_owned();
+        let p = ResolvedScope::of(&policy);
         let url = config("https://clinic.internal.example")
             .query_url(&p)
             .unwrap();
@@ -380,7 +379,7 @@ mod tests {
 
     #[test]
     fn bad_configuration_is_refused() {
-        let p = policy();
+        let p = ResolvedScope::of(&policy());
         for template in [
             "api/{cluster_id}",
             "/api/v1/query_range",

@@ -289,11 +289,7 @@ pub(crate) fn identity_failure(
     package: &PackageId,
     provider: Provider,
 ) -> Option<Failure> {
-    if &request.package == package
-        && request.provider == provider
-        && &request.policy.package == package
-        && request.policy.provider == provider
-    {
+    if &request.package == package && request.provider == provider {
         None
     } else {
         Some(internal(

@@ -277,7 +277,7 @@ impl Connector for ManusConnector {
             "target".to_owned(),
         ];
         let mapper = ResponseMapper::new(Provider::Manus, redactor.clone()).with_keep(keep.clone());
-        let Some(target) = request.policy.manus_target else {
+        let Some(target) = request.scope.manus_target else {
             return fail(internal(
                 Code::ManusNoTarget,
                 "the trusted policy names no Manus target",
@@ -341,7 +341,7 @@ impl Connector for ManusConnector {
             package,
             now.saturating_add(ttl),
         );
-        let mut compaction = Compaction::new(request.policy.limits.max_series_kept)
+        let mut compaction = Compaction::new(request.scope.series_kept)
             .with_expr(sealer.text(&expr))
             .with_window(window);
         compaction.unit.clone_from(&query.unit);

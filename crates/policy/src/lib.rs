@@ -8,6 +8,7 @@ mod ids;
 mod lock;
 mod policy;
 mod promql;
+mod resolved;
 
 pub use args::{
     ClinicArgs, ClinicQuery, InstanceRef, MAX_EXPR_BYTES, MAX_INSTANCE_REF_BYTES, MAX_STEP_SECONDS,
@@ -30,6 +31,7 @@ pub use policy::{
     CLOCK_SKEW, ClusterScope, ClusterTier, Limits, MAX_BATCH, MAX_LOOKBACK, MAX_POINTS_PER_SERIES,
     ManusTarget, TimeWindow, TrustedPolicy,
 };
+pub use resolved::{PolicyField, ResolvedScope};
 pub use promql::{STALENESS_LOOKBACK, bind_label};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may

@@ -6,6 +6,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+
 use crate::{ManusTarget, TrustedPolicy};
 
 /// A field of the trusted policy's scope that a scope label is bound to or a path
@@ -47,19 +48,24 @@ impl PolicyField {
     pub fn from_name(name: &str) -> Option<Self> {
         PolicyField::ALL.into_iter().find(|f| f.name() == name)
     }
+
+    /// The value of this field in `policy`, when the policy has it (the tier decides
+    /// whether a parent or keyspace id exists).
+    pub fn of(self, policy: &TrustedPolicy) -> Option<&str> {
+        match self {
+            PolicyField::ClusterId => Some(policy.cluster.id.as_str()),
+            PolicyField::Account => Some(policy.account.as_str()),
+            PolicyField::ParentId => policy.cluster.parent_id.as_deref(),
+            PolicyField::KeyspaceId => policy.cluster.keyspace_id.as_deref(),
+        }
+    }
 }
 
 /// The scope a locked request runs in, resolved from its trusted policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedScope {
-    /// The provider account.
-    pub account: String,
-    /// The cluster id.
-    pub cluster_id: String,
-    /// The Premium parent id, when the tier has one.
-    pub parent_id: Option<String>,
-    /// The keyspace id, when the tier has one.
-    pub keyspace_id: Option<String>,
+    /// The policy's scope fields that it has, with their values.
+    fields: Vec<(PolicyField, String)>,
     /// The Manus target; present exactly for Manus.
     pub manus_target: Option<ManusTarget>,
     /// Most series kept in the compact evidence (top-k by peak).
@@ -70,10 +76,10 @@ impl ResolvedScope {
     /// Resolves the scope of `policy`.
     pub fn of(policy: &TrustedPolicy) -> Self {
         ResolvedScope {
-            account: policy.account.clone(),
-            cluster_id: policy.cluster.id.clone(),
-            parent_id: policy.cluster.parent_id.clone(),
-            keyspace_id: policy.cluster.keyspace_id.clone(),
+            fields: PolicyField::ALL
+                .into_iter()
+                .filter_map(|f| f.of(policy).map(|v| (f, v.to_owned())))
+                .collect(),
             manus_target: policy.manus_target,
             series_kept: policy.limits.max_series_kept,
         }
@@ -81,12 +87,10 @@ impl ResolvedScope {
 
     /// The value of `field`, when the policy has it.
     pub fn field(&self, field: PolicyField) -> Option<&str> {
-        match field {
-            PolicyField::ClusterId => Some(self.cluster_id.as_str()),
-            PolicyField::Account => Some(self.account.as_str()),
-            PolicyField::ParentId => self.parent_id.as_deref(),
-            PolicyField::KeyspaceId => self.keyspace_id.as_deref(),
-        }
+        self.fields
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -101,5 +105,12 @@ mod tests {
             assert_eq!(serde_json::to_value(f).unwrap(), f.name());
         }
         assert_eq!(PolicyField::from_name("ticket"), None);
+        let policy: TrustedPolicy =
+            serde_json::from_value(crate::policy::tests::seed_json()).unwrap();
+        let scope = ResolvedScope::of(&policy);
+        for f in PolicyField::ALL {
+            assert_eq!(scope.field(f), f.of(&policy), "{}", f.name());
+        }
+        assert_eq!(scope.field(PolicyField::ClusterId), Some(policy.cluster.id.as_str()));
     }
 }

@@ -171,7 +171,7 @@ impl Connector for WetechConnector {
             let failure = prepared.mapper.failure(&e);
             return failed(origin, query_id, digest, failure);
         }
-        let top_k = request.policy.limits.max_series_kept;
+        let top_k = request.scope.series_kept;
         let details = match run(config, query, &prepared, top_k).await {
             Ok(evidence) => Details::success(
                 origin,

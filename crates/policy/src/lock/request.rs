@@ -104,7 +104,8 @@ pub fn lock(
         }
     };
     Ok(LockedRequest {
-        policy: policy.clone(),
+        operation: policy.operation,
+        scope: ResolvedScope::of(policy),
         policy_source: source,
         package: policy.package.clone(),
         provider: policy.provider,

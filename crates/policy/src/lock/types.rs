@@ -5,15 +5,15 @@
 use std::fmt;
 
 use evidence_result::{
-    Details, ErrorCode, EvidenceWindow, Failure, FailureClass, Item, Origin, PackageId,
-    PolicySource, Provider, QueryId, RequestDigest, ResultError, ToolResult,
+    Details, ErrorCode, EvidenceWindow, Failure, FailureClass, Item, Operation, Origin,
+    PackageId, PolicySource, Provider, QueryId, RequestDigest, ResultError, ToolResult,
 };
 use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::promql;
-use crate::{PolicyError, TrustedPolicy};
+use crate::{PolicyError, PolicyField, ResolvedScope, TrustedPolicy};
 
 /// A scope label a package declares: every vector selector must carry
 /// `label="<policy value>"`.
@@ -34,17 +34,9 @@ pub struct ScopeBinding {
     pub optional: bool,
 }
 
-/// A policy value a scope label can be bound to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ScopeValue {
-    /// `cluster.id`.
-    ClusterId,
-    /// `cluster.parent_id` (Premium).
-    ParentId,
-    /// `cluster.keyspace_id` (Starter, Essential).
-    KeyspaceId,
-}
+/// A policy value a scope label can be bound to: a [`PolicyField`], the one list of
+/// the policy's scope fields and their names.
+pub type ScopeValue = PolicyField;
 
 impl ScopeBinding {
     /// A required binding of `label` to a policy value. The label must be a plain
@@ -71,20 +63,20 @@ impl ScopeBinding {
 
     /// The policy's value for this binding, if it has one.
     pub fn resolve<'a>(&self, policy: &'a TrustedPolicy) -> Option<&'a str> {
-        match self.value {
-            ScopeValue::ClusterId => Some(policy.cluster.id.as_str()),
-            ScopeValue::ParentId => policy.cluster.parent_id.as_deref(),
-            ScopeValue::KeyspaceId => policy.cluster.keyspace_id.as_deref(),
-        }
+        self.value.of(policy)
     }
 }
 
-/// The result of locking model arguments: the policy, where it came from, and one item
-/// per query (one for Manus and Wetech, one per batch entry for Clinic).
+/// The result of locking model arguments: everything a connector needs, resolved from
+/// the trusted policy once (the scope: cluster fields, Manus target, series kept), where
+/// the policy came from, and one item per query (one for Manus and Wetech, one per batch
+/// entry for Clinic). A connector reads this, never the policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LockedRequest {
-    /// The trusted policy the request is locked to.
-    pub policy: TrustedPolicy,
+    /// The one allowed operation.
+    pub operation: Operation,
+    /// The scope resolved from the trusted policy.
+    pub scope: ResolvedScope,
     /// Where the policy came from; `StaticCanary` marks canary results.
     pub policy_source: PolicySource,
     /// The package.
@@ -101,7 +93,7 @@ impl LockedRequest {
         Origin {
             package: self.package.clone(),
             provider: self.provider,
-            operation: self.policy.operation,
+            operation: self.operation,
             policy_source: Some(self.policy_source),
         }
     }
