@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
-use managed_evidence::connectors::{Compaction, KeepLabels, RawResponse, Redactor, ResponseMapper};
+use managed_evidence::connectors::internal::{
+    Compaction, KeepLabels, RawResponse, Redactor, ResponseMapper,
+};
 use managed_evidence::result::{Evidence, EvidenceWindow, Provider};
 
 /// The two body shapes: (series, points per series).

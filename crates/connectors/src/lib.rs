@@ -15,11 +15,7 @@ pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
 pub use connector::{Connector, HostAllowlist};
 pub use error::ConnectorError;
 pub use manus::{DEFAULT_REFERENCE_TTL, ManusConfig, ManusConnector, ManusSecrets};
-pub use prometheus::{
-    Compaction, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, FORM_CONTENT_TYPE,
-    KeepLabels, LabelSanitizer, QueryRange, QueryRangeResponse, REDACTED, RawResponse, Redactor,
-    ResponseLimits, ResponseMapper, ResponseStatus, Series, fetch, read_capped,
-};
+pub use prometheus::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, ResponseLimits};
 pub use reference::{ReferenceKeyRing, ReferenceScope};
 #[cfg(feature = "wetech")]
 pub use wetech::{
@@ -32,6 +28,14 @@ pub use wetech::{
 #[doc(hidden)]
 pub mod internal {
     use evidence_result::{ErrorCode, FailureClass};
+
+    pub use crate::prometheus::{
+        Compaction, FORM_CONTENT_TYPE, KeepLabels, LabelSanitizer, QueryRange, QueryRangeResponse,
+        REDACTED, RawResponse, Redactor, ResponseMapper, ResponseStatus, Series, fetch,
+        read_capped,
+    };
+    #[cfg(feature = "wetech")]
+    pub use crate::wetech::browser_identity;
 
     /// Every code the connectors can produce, with its class (each
     /// HTTP status family as one code per status from 100 to 599).

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use evidence_connectors::internal::*;
 use evidence_connectors::*;
 use evidence_result::{
     Details, Digest, Evidence, EvidenceWindow, Failure, FailureClass, Operation, Origin, PackageId,

@@ -356,8 +356,7 @@ async fn user_agent_major_matches_the_client_hints() {
     let slot = BrowserSlot::acquire().await;
     let env = Env::start().await;
     let driver = ChromeDriver::start(&slot).await.unwrap();
-    let identity = WetechConnector::new()
-        .browser_identity(&env.attached(&driver))
+    let identity = evidence_connectors::internal::browser_identity(&env.attached(&driver))
         .await
         .unwrap();
     let major = driver.chromium().major_version().unwrap();

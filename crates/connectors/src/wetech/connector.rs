@@ -103,7 +103,7 @@ impl WetechConnector {
     /// Starts a browser exactly as a call does, opens Grafana's health page and reads
     /// the browser's identity there (`navigator.userAgent`, the client hints), then
     /// closes everything. For checking a browser image.
-    pub async fn browser_identity(
+    pub(crate) async fn browser_identity(
         &self,
         config: &WetechConfig,
     ) -> Result<BrowserIdentity, Box<Failure>> {

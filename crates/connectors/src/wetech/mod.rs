@@ -13,3 +13,12 @@ pub use config::{BrowserConfig, DEFAULT_CHROMIUM_ARGS, WebDriverEndpoint, Wetech
 pub use connector::{WetechConnector, WetechSecrets};
 pub use identity::{Brand, BrowserIdentity};
 pub use storage::StorageState;
+
+/// Starts a browser exactly as a Wetech call does, opens Grafana's health page and reads
+/// the browser's identity there (`navigator.userAgent`, the client hints), then closes
+/// everything. For checking a browser image in tests.
+pub async fn browser_identity(
+    config: &WetechConfig,
+) -> Result<BrowserIdentity, Box<evidence_result::Failure>> {
+    WetechConnector::new().browser_identity(config).await
+}
