@@ -3,8 +3,11 @@
 mod browser;
 mod config;
 mod connector;
+mod failures;
 mod frame;
+mod grafana;
 mod identity;
+mod page_fetch;
 mod script;
 mod storage;
 
