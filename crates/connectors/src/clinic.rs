@@ -5,7 +5,9 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedItem, LockedQuery, LockedRequest, MAX_BATCH, PolicyField, ResolvedScope};
+use evidence_policy::{
+    LockedItem, LockedQuery, LockedRequest, MAX_BATCH, PolicyField, ResolvedScope,
+};
 use evidence_result::{Details, Item, PackageId, Provider, ResultError, ToolResult};
 use futures::StreamExt as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -25,7 +27,6 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
-
 
 /// The Clinic connector's deployment configuration. Nothing here comes from the model.
 #[derive(Debug, Clone, PartialEq)]

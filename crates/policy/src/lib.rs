@@ -31,8 +31,8 @@ pub use policy::{
     CLOCK_SKEW, ClusterScope, ClusterTier, Limits, MAX_BATCH, MAX_LOOKBACK, MAX_POINTS_PER_SERIES,
     ManusTarget, TimeWindow, TrustedPolicy,
 };
-pub use resolved::{PolicyField, ResolvedScope};
 pub use promql::{STALENESS_LOOKBACK, bind_label};
+pub use resolved::{PolicyField, ResolvedScope};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

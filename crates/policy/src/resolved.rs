@@ -6,7 +6,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-
 use crate::{ManusTarget, TrustedPolicy};
 
 /// A field of the trusted policy's scope that a scope label is bound to or a path
@@ -111,6 +110,9 @@ mod tests {
         for f in PolicyField::ALL {
             assert_eq!(scope.field(f), f.of(&policy), "{}", f.name());
         }
-        assert_eq!(scope.field(PolicyField::ClusterId), Some(policy.cluster.id.as_str()));
+        assert_eq!(
+            scope.field(PolicyField::ClusterId),
+            Some(policy.cluster.id.as_str())
+        );
     }
 }

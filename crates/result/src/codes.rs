@@ -392,7 +392,7 @@ mod tests {
             .iter()
             .filter(|e| e.source == CodeSource::RuntimeContext)
             .collect();
-        assert_eq!(runtime.len(), 4);
+        assert_eq!(runtime.len(), 6);
         for entry in runtime {
             assert!(entry.classes.iter().all(|c| c.is_shared()), "{entry:?}");
         }

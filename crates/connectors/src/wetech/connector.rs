@@ -2,39 +2,26 @@
 //! a fresh Chromium through Grafana's datasource proxy.
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use evidence_policy::{LockedQuery, LockedRequest};
-use evidence_result::{
-    Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider, ResultError,
-    ToolResult,
-};
-use fantoccini::Client;
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use serde_json::{Value, json};
-use url::Url;
+use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultError, ToolResult};
+use secrecy::SecretString;
 
-use super::browser::{Browser, BrowserError, CommandFailure};
+use super::browser::{Browser, CommandFailure};
 use super::config::WetechConfig;
-use super::frame::error_frame;
-use super::identity::{BrowserIdentity, PageIdentity};
-use super::script;
-use super::storage::StorageState;
 use super::failures::{browser_failure, command_failure, finish_cleanup};
+use super::frame::error_frame;
 use super::grafana::*;
+use super::identity::BrowserIdentity;
 use super::page_fetch::*;
+use super::storage::StorageState;
+use crate::Connector;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
+    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, Redactor, ResponseMapper,
 };
-use crate::{Connector, ConnectorError};
-
-/// Extra time the WebDriver script limit gives a page fetch beyond its own limit.
-const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
 /// The secrets injected into the Wetech tool sandbox.
 pub struct WetechSecrets {
@@ -319,14 +306,18 @@ async fn drive(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
+    use super::super::script;
     use super::*;
     use crate::HostAllowlist;
+    use crate::prometheus::RawResponse;
     use crate::wetech::config::BrowserConfig;
     use evidence_result::Digest;
+    use evidence_result::FailureClass;
     use proptest::prelude::*;
+    use serde_json::json;
+    use url::Url;
 
     fn config(base: &str) -> WetechConfig {
         let url = Url::parse(base).unwrap();

@@ -1,34 +1,11 @@
 //! How browser and WebDriver failures of a Wetech call become result failures (redacted,
 //! classed), and how the cleanup's own failure combines with the call's outcome.
 
-use std::fmt;
-use std::time::Duration;
+use evidence_result::{Failure, Provider};
 
-use async_trait::async_trait;
-use base64::Engine as _;
-use evidence_policy::{LockedQuery, LockedRequest};
-use evidence_result::{
-    Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider, ResultError,
-    ToolResult,
-};
-use fantoccini::Client;
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use serde_json::{Value, json};
-use url::Url;
-
-use super::browser::{Browser, BrowserError, CommandFailure};
-use super::config::WetechConfig;
-use super::frame::error_frame;
-use super::identity::{BrowserIdentity, PageIdentity};
-use super::script;
-use super::storage::StorageState;
+use super::browser::{BrowserError, CommandFailure};
 use crate::codes::{Code, OriginCode};
-use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
-};
-use crate::{Connector, ConnectorError};
+use crate::prometheus::Redactor;
 
 pub(super) fn browser_failure(e: &BrowserError, redactor: &Redactor) -> Box<Failure> {
     let (c, what, message) = match e {

@@ -2,34 +2,24 @@
 //! page), applying the storage state, the session check with its `authentication`
 //! failure, navigation and reading the browser's identity in the page.
 
-use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use base64::Engine as _;
-use evidence_policy::{LockedQuery, LockedRequest};
-use evidence_result::{
-    Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider, ResultError,
-    ToolResult,
-};
+use evidence_result::Failure;
 use fantoccini::Client;
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use url::Url;
 
-use super::browser::{Browser, BrowserError, CommandFailure};
+use super::browser::{Browser, CommandFailure};
 use super::config::WetechConfig;
-use super::frame::error_frame;
+use super::failures::command_failure;
 use super::identity::{BrowserIdentity, PageIdentity};
+use super::page_fetch::{Fetched, page_fetch};
 use super::script;
 use super::storage::StorageState;
-use crate::codes::{Code, OriginCode};
-use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
-};
-use crate::{Connector, ConnectorError};
+use crate::codes::Code;
+use crate::connector::internal;
+use crate::prometheus::Redactor;
 
 /// Largest health answer read.
 const HEALTH_MAX_BYTES: usize = 64 * 1024;
@@ -144,7 +134,10 @@ pub(super) async fn apply_storage_state(
 /// The script and arguments that write `origin`'s localStorage entries: the script is
 /// a constant and every name and value travels as an argument. `None` when the origin
 /// has no entries.
-pub(super) fn local_storage_command(state: &StorageState, origin: &Url) -> Option<(&'static str, Vec<Value>)> {
+pub(super) fn local_storage_command(
+    state: &StorageState,
+    origin: &Url,
+) -> Option<(&'static str, Vec<Value>)> {
     let entries: Vec<Value> = state
         .local_storage_for(origin)
         .map(|(name, value)| json!([name, value.expose_secret()]))

@@ -2,34 +2,22 @@
 //! bounded answer, and a `/api/ds/query`-style error frame read as the rejection it
 //! carries.
 
-use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use base64::Engine as _;
-use evidence_policy::{LockedQuery, LockedRequest};
-use evidence_result::{
-    Details, ErrorCode, Evidence, Failure, FailureClass, PackageId, Provider, ResultError,
-    ToolResult,
-};
+use evidence_result::{ErrorCode, Failure, FailureClass, Provider};
 use fantoccini::Client;
-use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use url::Url;
 
-use super::browser::{Browser, BrowserError, CommandFailure};
-use super::config::WetechConfig;
-use super::frame::error_frame;
-use super::identity::{BrowserIdentity, PageIdentity};
+use super::browser::CommandFailure;
 use super::script;
-use super::storage::StorageState;
-use crate::codes::{Code, OriginCode};
-use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, RawResponse, Redactor, ResponseMapper,
-};
-use crate::{Connector, ConnectorError};
+use crate::ConnectorError;
+use crate::prometheus::{Compaction, KeepLabels, RawResponse, ResponseMapper};
+
+/// Extra time the WebDriver script limit gives a page fetch beyond its own limit.
+pub(super) const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
 /// What a page fetch brought back.
 #[derive(Debug)]

@@ -9,8 +9,8 @@ use super::context::Ctx;
 use super::fixed::{CLINIC_QUERY, MANUS, WETECH, extras_failure, quoted_list};
 use super::query::lock_query;
 use super::types::{LockRejection, LockedItem, LockedRequest, ScopeBinding};
-use crate::TrustedPolicy;
 use crate::args::json_kind;
+use crate::{ResolvedScope, TrustedPolicy};
 
 /// Reads a `queryId` value: `Ok` with the id, or the rejection code and message.
 fn read_query_id(
