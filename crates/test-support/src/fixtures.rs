@@ -221,6 +221,18 @@ pub const TIDB_MEMORY_NAN_SAMPLES: u64 = 20;
 /// The peak of [`TIDB_MEMORY_WITH_NAN`]: `tidb-11` at 8.5 GiB.
 pub const TIDB_MEMORY_PEAK_BYTES: u64 = 17 << 29;
 
+/// The queries of the token benchmark and the side-by-side comparison, each with its
+/// unit label and the cluster its policy binds: the three one-hour queries
+/// (per-series CPU rate, the memory gauge with `NaN` samples, CPU by instance) and the
+/// two seed queries (APID-29213, ST-2865).
+pub const SIDE_BY_SIDE_QUERIES: [(FixtureQuery, &str, &str); 5] = [
+    (TIDB_CPU_RATE_HOUR, "cores", CPU_CLUSTER),
+    (TIDB_MEMORY_WITH_NAN, "bytes", CPU_CLUSTER),
+    (TIDB_CPU_BY_INSTANCE_HOUR, "cores", CPU_CLUSTER),
+    (TIDB_CPU, "cores", CPU_CLUSTER),
+    (MEMORY_USED_PERCENT, "%", MEMORY_CLUSTER),
+];
+
 /// TiDB series of the other cluster (`SaaS99`), in every fixture.
 pub const OTHER_CLUSTER_TIDB: SeriesShape = SeriesShape {
     series: 8,
