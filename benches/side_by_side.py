@@ -96,6 +96,20 @@ def four_digits(x: float) -> str:
     return str(int(r)) if r == int(r) and abs(r) < 2**53 else repr(r)
 
 
+def go_float(x: float) -> str:
+    """How Prometheus (Go's strconv 'f', -1) writes a sample value."""
+    return str(int(x)) if x == int(x) and abs(x) < 1e21 else repr(x)
+
+
+def raw_points(text: str) -> int:
+    """Sample values in the peer's text (its JSON matrix)."""
+    try:
+        result = json.loads(text)["result"]
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return sum(len(s.get("values", [])) for s in result)
+
+
 def our_answer(text: str) -> tuple[str, str] | None:
     """The top instance and peak stated by our result: the first row of the series
     table (highest peak first) and its `peak` column."""
@@ -185,10 +199,10 @@ def main() -> None:
         instance, peak, series = ground_truth(url, q)
         stated = our_answer(o_text)
         ours_ok = stated == (instance, four_digits(peak))
-        raw_peak_present = repr(peak) in p_text or f'"{peak}' in p_text
+        raw_peak_present = f'"{go_float(peak)}"' in p_text and instance in p_text
         peer_note = (
-            "no: raw points only; the peak is one of "
-            f"{p_text.count('],[') + 1:,} values (present: {'yes' if raw_peak_present else 'no'})"
+            f"no: raw points only; the peak is one of {raw_points(p_text):,} values "
+            f"(instance and value present: {'yes' if raw_peak_present else 'no'})"
         )
         print(
             f"| `{q['name']}` | {series} | {instance}, {four_digits(peak)} {q['unit']} "

@@ -594,19 +594,20 @@ fn write_tidb_memory(out: &mut String, fixture: Fixture) {
     let nan_start = SIDE_BY_SIDE_START + 1800;
     let nan_end = nan_start + 15 * TIDB_MEMORY_NAN_SAMPLES as i64;
     let peak_at = SIDE_BY_SIDE_START + 2700;
-    let sets: [(&str, usize, f64, &dyn Fn(usize) -> String); 2] = [
-        (CPU_CLUSTER, TIDB_MEMORY_SERIES, 3.0, &|i| {
-            fixture.tidb_instance(i)
-        }),
-        (OTHER_CLUSTER, 4, 12.0, &|i| {
-            format!("tidb-{i}.saas99.svc:10080")
-        }),
+    let sets = [
+        (CPU_CLUSTER, TIDB_MEMORY_SERIES, 3.0),
+        (OTHER_CLUSTER, 4, 12.0),
     ];
-    for (cluster, series, base, instance) in sets {
+    for (cluster, series, base) in sets {
         for i in 0..series {
+            let instance = if cluster == CPU_CLUSTER {
+                fixture.tidb_instance(i)
+            } else {
+                format!("tidb-{i}.saas99.svc:10080")
+            };
             let labels = [
                 ("cluster_id", cluster.to_owned()),
-                ("instance", instance(i)),
+                ("instance", instance),
                 ("job", "tidb".to_owned()),
             ];
             for (k, t) in (cpu_first_sample()..=cpu_last_sample())
