@@ -52,7 +52,12 @@ pub(crate) enum Cell {
     Number(Figure),
 }
 
-/// The kept series as a table (see the module documentation).
+/// The kept series as a table, highest peak first. `labels` names the label columns
+/// (the labels not common to every returned series), `stats` the statistic columns; each
+/// row holds the label values (`null` where a series lacks the label), then the
+/// statistics (`null` for a series without any finite value). `points` is stated once
+/// when every kept series has the same point count, else it is a column; a `non_finite`
+/// column appears only when a kept series has `NaN`/`Inf` points.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SeriesTable {
