@@ -2,7 +2,7 @@
 """Side by side, in one run: our Clinic tool and the `prometheus-mcp-server` peer
 (PyPI, 1.6.2) answering the same queries from the same real Prometheus.
 
-    python3 benches/side_by_side.py [--calls N] [--venv DIR]
+    python3 benches/side_by_side.py [--calls N] [--venv DIR] [--debug]
 
 It creates a venv (default `target/side-by-side-venv`), pip-installs the peer
 (`prometheus-mcp-server==1.6.2`), the official MCP client (`mcp`) and `bpe-openai` (its
@@ -39,14 +39,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # ---- OUR TOOL: the one place that names how our tool is built and run -------------
 # Today the Clinic entrypoint is the `clinic_tool` example; when it becomes the
 # `clinic-tool` [[bin]] of crates/tool, change these two lines (for example to
-# ["cargo", "build", "--release", "-p", "evidence-tool", "--bin", "clinic-tool"] and
-# [ROOT / "target/release/clinic-tool"]).
-OUR_TOOL_BUILD = ["cargo", "build", "--release", "--example", "clinic_tool"]
-OUR_TOOL_COMMAND = [str(ROOT / "target/release/examples/clinic_tool")]
+# ["cargo", "build", "--profile", "{profile}", "-p", "evidence-tool", "--bin", "clinic-tool"]
+# and "target/{dir}/clinic-tool").
+OUR_TOOL_BUILD = ["cargo", "build", "--profile", "{profile}", "--example", "clinic_tool"]
+OUR_TOOL_COMMAND = ["target/{dir}/examples/clinic_tool"]
 # ---------------------------------------------------------------------------------
 
-FIXTURE_BUILD = ["cargo", "build", "--release", "--example", "side_by_side_fixture"]
-FIXTURE_COMMAND = [str(ROOT / "target/release/examples/side_by_side_fixture")]
+FIXTURE_BUILD = ["cargo", "build", "--profile", "{profile}", "--example", "side_by_side_fixture"]
+FIXTURE_COMMAND = ["target/{dir}/examples/side_by_side_fixture"]
+
+
+def resolve(command: list, debug: bool) -> list:
+    """Fills in the cargo profile (`release`, or `dev` with --debug) and its folder."""
+    profile, folder = ("dev", "debug") if debug else ("release", "release")
+    out = [part.format(profile=profile, dir=folder) for part in command]
+    return [str(ROOT / out[0])] + out[1:] if out[0].startswith("target/") else out
+
+
 PEER_PACKAGES = ["prometheus-mcp-server==1.6.2", "mcp", "bpe-openai"]
 
 
@@ -67,7 +76,21 @@ def tokenizer():
     import bpe_openai
 
     enc = bpe_openai.get_encoding("cl100k_base")
-    return lambda text: len(enc.encode(text))
+
+    def count(text: str) -> int:
+        # The wheel refuses inputs of 1,000,000 characters or more; long texts are cut
+        # where cl100k_base's pre-tokenizer always splits (before a digit that follows
+        # punctuation), so the count is exact.
+        total, start = 0, 0
+        while len(text) - start >= 500_000:
+            cut = start + 400_000
+            while not (text[cut].isdigit() and not text[cut - 1].isalnum() and not text[cut - 1].isspace()):
+                cut += 1
+            total += len(enc.encode_ordinary(text[start:cut]))
+            start = cut
+        return total + len(enc.encode_ordinary(text[start:]))
+
+    return count
 
 
 def iso(ts: int) -> str:
@@ -122,14 +145,14 @@ def our_answer(text: str) -> tuple[str, str] | None:
     return instance, json.dumps(named["peak"])
 
 
-def run_ours(q: dict, calls: int) -> tuple[str, list[float]]:
+def run_ours(our_tool: list, q: dict, calls: int) -> tuple[str, list[float]]:
     env = {"PATH": os.environ.get("PATH", ""), **q["env"]}
     args = json.dumps(q["args"])
     times, text = [], None
     for _ in range(calls):
         t0 = time.perf_counter()
         out = subprocess.run(
-            OUR_TOOL_COMMAND, input=args, env=env, capture_output=True, text=True, check=True
+            our_tool, input=args, env=env, capture_output=True, text=True, check=True
         )
         times.append(time.perf_counter() - t0)
         text = json.loads(out.stdout)["text"]
@@ -163,7 +186,7 @@ async def run_peer(prometheus_url: str, queries: list, calls: int):
                     r = await session.call_tool("execute_range_query", arguments)
                     times.append(time.perf_counter() - t1)
                     text = "".join(c.text for c in r.content if getattr(c, "type", "") == "text")
-                    if r.isError:
+                    if getattr(r, "is_error", None) or getattr(r, "isError", False):
                         raise RuntimeError(f"peer failed on {q['name']}: {text[:300]}")
                 results.append((text, times))
             return startup, results
@@ -173,17 +196,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="calls per query and side")
     parser.add_argument("--venv", type=Path, default=ROOT / "target/side-by-side-venv")
+    parser.add_argument("--debug", action="store_true", help="use the dev profile (unoptimized)")
     opts = parser.parse_args()
     ensure_venv(opts.venv)
     count = tokenizer()
     for build in (OUR_TOOL_BUILD, FIXTURE_BUILD):
-        subprocess.run(build, cwd=ROOT, check=True)
+        subprocess.run(resolve(build, opts.debug), cwd=ROOT, check=True)
+    our_tool = resolve(OUR_TOOL_COMMAND, opts.debug)
 
-    fixture = subprocess.Popen(FIXTURE_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    fixture = subprocess.Popen(resolve(FIXTURE_COMMAND, opts.debug), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         setup = json.loads(fixture.stdout.readline())
         url, queries = setup["prometheus_url"], setup["queries"]
-        ours = [run_ours(q, opts.calls) for q in queries]
+        truths = [ground_truth(url, q) for q in queries]
+        ours = [run_ours(our_tool, q, opts.calls) for q in queries]
         startup, peer = asyncio.run(run_peer(url, queries, opts.calls))
     finally:
         fixture.stdin.close()
@@ -191,12 +217,13 @@ def main() -> None:
 
     ms = lambda xs: f"{1000 * statistics.median(xs):.1f} ms"
     print(f"Prometheus 2.42 fixture at {url}; {opts.calls} calls per query and side; "
-          "tokens: cl100k_base (bpe-openai)")
+          f"our tool: {' '.join(our_tool)}; tokens: cl100k_base (bpe-openai)")
     print(f"peer start-up (process start + initialize): {1000 * startup:.0f} ms\n")
     print("| query | series | answer (top instance, peak) | ours: bytes / tokens | ours: latency (process per call) | ours: answer in text | peer: bytes / tokens | peer: latency (warm session) | peer: answer in text |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for q, (o_text, o_times), (p_text, p_times) in zip(queries, ours, peer):
-        instance, peak, series = ground_truth(url, q)
+    for q, (instance, peak, series), (o_text, o_times), (p_text, p_times) in zip(
+        queries, truths, ours, peer
+    ):
         stated = our_answer(o_text)
         ours_ok = stated == (instance, four_digits(peak))
         raw_peak_present = f'"{go_float(peak)}"' in p_text and instance in p_text
