@@ -21,9 +21,9 @@ use managed_evidence::materialize::{
     AcquisitionStatus, Call, CallRecord, materialize, materialize_owned,
 };
 use managed_evidence::result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Item,
-    Operation, Origin, PackageId, PolicySource, Provider, QueryId, RequestDigest, SeriesStats,
-    SeriesSummary, ToolResult,
+    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Figure,
+    Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread, PolicySource, Provider,
+    QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
 };
 
 /// Wetech pairs (a rejection, then a changed success): 2 attempts each.
@@ -58,12 +58,11 @@ fn evidence(seed: usize) -> Evidence {
             points: 61,
             non_finite_points: 0,
             stats: Some(SeriesStats {
-                min: 1.0,
-                max: 22.84 - i as f64,
-                mean: 9.5,
-                last: 4.0,
-                peak: 22.84 - i as f64,
-                peak_time: 1_753_106_400.0 + seed as f64,
+                min: Figure::new(1.0).unwrap(),
+                mean: Figure::new(9.5).unwrap(),
+                last: Figure::new(4.0).unwrap(),
+                peak: Figure::new(22.84 - i as f64).unwrap(),
+                peak_time: 1_753_106_400 + seed as i64,
             }),
         })
         .collect();
@@ -81,8 +80,14 @@ fn evidence(seed: usize) -> Evidence {
         }),
         series_count: 56,
         point_count: 56 * 61,
+        non_finite: Some(NonFiniteCounts::default()),
+        peak_spread: PeakSpread::from_peaks((0..56).map(|i| 22.84 - f64::from(i) / 4.0)),
         top_k: 5,
         truncated: true,
+        common_labels: BTreeMap::from([
+            ("cluster_id".to_owned(), "1379661944646413143".to_owned()),
+            ("job".to_owned(), "tidb".to_owned()),
+        ]),
         series,
         warnings: Vec::new(),
     }

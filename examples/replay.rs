@@ -316,11 +316,16 @@ fn describe(result: &ToolResult) -> String {
                 "no_data (no series; kept unverified, never zero)".to_owned()
             }
             (Some(e), _) => format!(
-                "{status}: {} series, {} points, top peak {} {}",
+                "{status}: {} series, {} points, top peak {} {}; peaks of all series min/p50/p90/max {}; non-finite points {}",
                 e.series_count,
                 e.point_count,
-                e.top_peak().map_or("n/a".to_owned(), |p| format!("{p:.2}")),
-                e.unit.as_deref().unwrap_or("")
+                e.top_peak().map_or("n/a".to_owned(), |p| p.to_string()),
+                e.unit.as_deref().unwrap_or(""),
+                e.peak_spread.map_or("n/a".to_owned(), |s| format!(
+                    "{}/{}/{}/{}",
+                    s.min, s.p50, s.p90, s.max
+                )),
+                e.non_finite.map_or(0, |n| n.points)
             ),
             (None, Some(err)) => format!("{status}: {} ({})", err.code, err.class),
             _ => status.to_owned(),

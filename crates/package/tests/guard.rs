@@ -9,8 +9,9 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_S
 use evidence_package::internal::searched_forms;
 use evidence_package::{BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict};
 use evidence_result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, FailureClass, Operation, Origin, PackageId,
-    Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
+    Details, ErrorCode, Evidence, EvidenceOutcome, FailureClass, NonFiniteCounts, Operation,
+    Origin, PackageId, PeakSpread, Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary,
+    ToolResult,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use proptest::prelude::*;
@@ -347,8 +348,11 @@ fn success_with_label(value: &str) -> ToolResult {
         window: None,
         series_count: 1,
         point_count: 2,
+        non_finite: Some(NonFiniteCounts::default()),
+        peak_spread: PeakSpread::from_peaks([3.0]),
         top_k: 10,
         truncated: false,
+        common_labels: BTreeMap::new(),
         series: vec![SeriesSummary {
             labels,
             points: 2,

@@ -27,6 +27,10 @@ fn digest(s: &str) -> RequestDigest {
     RequestDigest::of(&serde_json::json!({ "expr": s })).unwrap()
 }
 
+fn fig(v: f64) -> Figure {
+    Figure::new(v).unwrap()
+}
+
 fn cpu_evidence() -> Evidence {
     let mut labels = BTreeMap::new();
     labels.insert("instance".to_owned(), "tidb-0".to_owned());
@@ -44,19 +48,30 @@ fn cpu_evidence() -> Evidence {
         }),
         series_count: 56,
         point_count: 3416,
+        non_finite: Some(NonFiniteCounts {
+            points: 3,
+            series: 1,
+        }),
+        peak_spread: Some(PeakSpread {
+            series: 56,
+            min: fig(4.1),
+            p50: fig(12.5),
+            p90: fig(17.25),
+            max: fig(22.84),
+        }),
         top_k: 1,
         truncated: true,
+        common_labels: BTreeMap::new(),
         series: vec![SeriesSummary {
             labels,
             points: 61,
             non_finite_points: 0,
             stats: Some(SeriesStats {
-                min: 3.5,
-                max: 22.84,
-                mean: 11.25,
-                last: 9.0,
-                peak: 22.84,
-                peak_time: 1_784_642_100.0,
+                min: fig(3.5),
+                mean: fig(11.25),
+                last: fig(9.0),
+                peak: fig(22.84),
+                peak_time: 1_784_642_100,
             }),
         }],
         warnings: vec![],
@@ -304,20 +319,26 @@ fn arb_label() -> impl Strategy<Value = String> {
     "[a-z_]{1,12}"
 }
 
+fn arb_figure() -> impl Strategy<Value = Figure> {
+    prop_oneof![
+        -1.0e12f64..1.0e12f64,
+        (-1_000_000i64..1_000_000).prop_map(|n| n as f64),
+        Just(0.0),
+    ]
+    .prop_map(fig)
+}
+
 fn arb_stats() -> impl Strategy<Value = Option<SeriesStats>> {
-    let f = -1.0e12f64..1.0e12f64;
     proptest::option::of(
         (
-            f.clone(),
-            f.clone(),
-            f.clone(),
-            f.clone(),
-            f.clone(),
-            0.0f64..2.0e9,
+            arb_figure(),
+            arb_figure(),
+            arb_figure(),
+            arb_figure(),
+            -10i64..2_000_000_000,
         )
-            .prop_map(|(min, max, mean, last, peak, peak_time)| SeriesStats {
+            .prop_map(|(min, mean, last, peak, peak_time)| SeriesStats {
                 min,
-                max,
                 mean,
                 last,
                 peak,
@@ -329,8 +350,8 @@ fn arb_stats() -> impl Strategy<Value = Option<SeriesStats>> {
 fn arb_series() -> impl Strategy<Value = SeriesSummary> {
     (
         proptest::collection::btree_map(arb_label(), "\\PC{0,16}", 0..4),
-        0u64..10_000,
-        0u64..5,
+        prop_oneof![Just(61u64), 0u64..10_000],
+        prop_oneof![3 => Just(0u64), 1 => 0u64..5],
         arb_stats(),
     )
         .prop_map(|(labels, points, non_finite_points, stats)| SeriesSummary {
@@ -345,31 +366,55 @@ fn arb_evidence() -> impl Strategy<Value = Evidence> {
     prop_oneof![
         proptest::option::of("[a-z%/ ]{1,8}").prop_map(|u| Evidence::no_data(u, 10)),
         (
-            proptest::collection::vec(arb_series(), 1..5),
+            proptest::collection::vec(arb_series(), 0..5),
             0u64..3,
+            proptest::collection::btree_map("[A-Z]{1,6}", "\\PC{0,12}", 0..3),
+            (0u64..40, -1.0e6f64..1.0e6),
             proptest::option::of("\\PC{0,40}"),
             proptest::collection::vec("\\PC{0,30}", 0..2),
             proptest::option::of((0i64..2_000_000_000, 1u64..3600)),
         )
-            .prop_map(|(series, extra, expr, warnings, window)| {
-                let kept = series.len() as u64;
-                Evidence {
-                    outcome: EvidenceOutcome::Data,
-                    unit: Some("cores".to_owned()),
-                    expr,
-                    window: window.map(|(start, step_seconds)| EvidenceWindow {
-                        start,
-                        end: start + 3600,
-                        step_seconds,
-                    }),
-                    series_count: kept + extra,
-                    point_count: series.iter().map(|s| s.points).sum(),
-                    top_k: 10,
-                    truncated: extra > 0,
-                    series,
-                    warnings,
+            .prop_map(
+                |(mut series, extra, common, (extra_nf, low), expr, warnings, window)| {
+                    for s in &mut series {
+                        s.labels.extend(common.clone());
+                    }
+                    let kept = series.len() as u64;
+                    let extra = if kept == 0 { extra + 1 } else { extra };
+                    let kept_nf: u64 = series.iter().map(|s| s.non_finite_points).sum();
+                    let nf_series =
+                        series.iter().filter(|s| s.non_finite_points > 0).count() as u64;
+                    let peaks: Vec<f64> = series
+                        .iter()
+                        .filter_map(|s| s.stats.map(|st| st.peak.get()))
+                        .chain(std::iter::once(low).filter(|_| extra > 0))
+                        .collect();
+                    Evidence {
+                        outcome: EvidenceOutcome::Data,
+                        unit: Some("cores".to_owned()),
+                        expr,
+                        window: window.map(|(start, step_seconds)| EvidenceWindow {
+                            start,
+                            end: start + 3600,
+                            step_seconds,
+                        }),
+                        series_count: kept + extra,
+                        point_count: series.iter().map(|s| s.points).sum::<u64>()
+                            + kept_nf
+                            + extra_nf,
+                        non_finite: Some(NonFiniteCounts {
+                            points: kept_nf + extra_nf,
+                            series: nf_series + u64::from(extra_nf > 0 && extra > 0),
+                        }),
+                        peak_spread: PeakSpread::from_peaks(peaks),
+                        top_k: 10,
+                        truncated: extra > 0,
+                        common_labels: common,
+                        series,
+                        warnings,
+                    }
                 }
-            }),
+            ),
     ]
 }
 
@@ -495,5 +540,50 @@ proptest! {
         let changed = serde_json::json!({"expr": a, "step": b + 1, "queryId": c});
         prop_assert_ne!(d1, RequestDigest::of(&changed).unwrap());
         prop_assert_eq!(d1.to_string().parse::<RequestDigest>().unwrap(), d1);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The spread of peaks is nearest-rank over the finite peaks, computed here
+    /// independently (sorting with `partial_cmp`, ranks through floating point).
+    #[test]
+    fn peak_spread_is_nearest_rank(
+        peaks in proptest::collection::vec(
+            prop_oneof![8 => -1.0e9f64..1.0e9, 1 => Just(f64::NAN), 1 => Just(f64::INFINITY)],
+            0..200,
+        ),
+    ) {
+        let mut finite: Vec<f64> = peaks.iter().copied().filter(|p| p.is_finite()).collect();
+        finite.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let spread = PeakSpread::from_peaks(peaks.clone());
+        if finite.is_empty() {
+            prop_assert!(spread.is_none());
+        } else {
+            let spread = spread.unwrap();
+            let n = finite.len();
+            let rank = |q: f64| finite[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+            prop_assert_eq!(spread.series, n as u64);
+            prop_assert_eq!(spread.min, fig(finite[0]));
+            prop_assert_eq!(spread.p50, fig(rank(0.5)));
+            prop_assert_eq!(spread.p90, fig(rank(0.9)));
+            prop_assert_eq!(spread.max, fig(finite[n - 1]));
+            prop_assert!(spread.min <= spread.p50 && spread.p50 <= spread.p90 && spread.p90 <= spread.max);
+        }
+    }
+
+    /// Every evidence text names its contract version first and states each common
+    /// label once.
+    #[test]
+    fn evidence_text_is_version_two_with_common_labels_once(e in arb_evidence()) {
+        let text = serde_json::to_string(&e).unwrap();
+        let head = r#"{"format":"compact_v2","#;
+        prop_assert!(text.starts_with(head), "{}", text);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for name in e.common_labels.keys() {
+            let columns = value["series"]["labels"].as_array().cloned().unwrap_or_default();
+            prop_assert!(!columns.iter().any(|c| c == name));
+        }
     }
 }

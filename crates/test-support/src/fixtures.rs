@@ -173,6 +173,66 @@ pub const SESSION_CANARY: FixtureQuery = FixtureQuery {
     step_seconds: 15,
 };
 
+/// One hour at 15 s ending where the APID-29213 window ends: the window of the
+/// side-by-side queries ([`TIDB_CPU_RATE_HOUR`], [`TIDB_CPU_BY_INSTANCE_HOUR`],
+/// [`TIDB_MEMORY_WITH_NAN`]), 241 points per series.
+pub const SIDE_BY_SIDE_START: i64 = APID_29213_END - 3600;
+
+/// Per-series TiDB CPU rate of `SaaS01` over [`SIDE_BY_SIDE_START`]..[`APID_29213_END`]:
+/// 56 series whose `cluster_id` and `job` labels are the same in every series (`rate`
+/// drops `__name__`), peak 22.84 cores.
+pub const TIDB_CPU_RATE_HOUR: FixtureQuery = FixtureQuery {
+    name: "tidb_cpu_rate_hour",
+    expr: r#"rate(process_cpu_seconds_total{cluster_id="SaaS01",job="tidb"}[1m])"#,
+    start: SIDE_BY_SIDE_START,
+    end: APID_29213_END,
+    step_seconds: 15,
+};
+
+/// [`TIDB_CPU`] over the hour of [`SIDE_BY_SIDE_START`]: 56 series, peak 22.84 cores.
+pub const TIDB_CPU_BY_INSTANCE_HOUR: FixtureQuery = FixtureQuery {
+    name: "tidb_cpu_by_instance_hour",
+    expr: r#"sum by (instance) (rate(process_cpu_seconds_total{cluster_id="SaaS01",job="tidb"}[1m]))"#,
+    start: SIDE_BY_SIDE_START,
+    end: APID_29213_END,
+    step_seconds: 15,
+};
+
+/// A memory gauge with `NaN` samples (`Main` only): `process_resident_memory_bytes` of
+/// the 12 TiDB instances `tidb-00`..`tidb-11` of `SaaS01`. The lowest series,
+/// `tidb-00`, holds [`TIDB_MEMORY_NAN_SAMPLES`] `NaN` samples, so it ranks out of any
+/// top k below 12 while its `NaN`s still exist. The top series is `tidb-11` at
+/// [`TIDB_MEMORY_PEAK_BYTES`]; the other cluster has 4 larger series.
+pub const TIDB_MEMORY_WITH_NAN: FixtureQuery = FixtureQuery {
+    name: "tidb_memory_with_nan",
+    expr: r#"process_resident_memory_bytes{cluster_id="SaaS01",job="tidb"}"#,
+    start: SIDE_BY_SIDE_START,
+    end: APID_29213_END,
+    step_seconds: 15,
+};
+
+/// Series of [`TIDB_MEMORY_WITH_NAN`] in `SaaS01`.
+pub const TIDB_MEMORY_SERIES: usize = 12;
+
+/// `NaN` samples of `tidb-00` in [`TIDB_MEMORY_WITH_NAN`]'s window (a 5-minute gap
+/// written as `NaN`, 20 samples at 15 s).
+pub const TIDB_MEMORY_NAN_SAMPLES: u64 = 20;
+
+/// The peak of [`TIDB_MEMORY_WITH_NAN`]: `tidb-11` at 8.5 GiB.
+pub const TIDB_MEMORY_PEAK_BYTES: u64 = 17 << 29;
+
+/// The queries of the token benchmark and the side-by-side comparison, each with its
+/// unit label and the cluster its policy binds: the issue's three one-hour queries
+/// (per-series CPU rate, the memory gauge with `NaN` samples, CPU by instance) and the
+/// two seed queries (APID-29213, ST-2865).
+pub const SIDE_BY_SIDE_QUERIES: [(FixtureQuery, &str, &str); 5] = [
+    (TIDB_CPU_RATE_HOUR, "cores", CPU_CLUSTER),
+    (TIDB_MEMORY_WITH_NAN, "bytes", CPU_CLUSTER),
+    (TIDB_CPU_BY_INSTANCE_HOUR, "cores", CPU_CLUSTER),
+    (TIDB_CPU, "cores", CPU_CLUSTER),
+    (MEMORY_USED_PERCENT, "%", MEMORY_CLUSTER),
+];
+
 /// TiDB series of the other cluster (`SaaS99`), in every fixture.
 pub const OTHER_CLUSTER_TIDB: SeriesShape = SeriesShape {
     series: 8,
@@ -351,6 +411,10 @@ impl Fixture {
         }
 
         if self == Fixture::Main {
+            write_tidb_memory(&mut out, self);
+        }
+
+        if self == Fixture::Main {
             out.push_str("# HELP tidb_server_session_info Session canary for the output guard.\n");
             out.push_str("# TYPE tidb_server_session_info gauge\n");
             let labels = [
@@ -515,6 +579,53 @@ fn write_memory(out: &mut String, set: &MemorySet<'_>, family: &str, available: 
                 total
             };
             sample(out, family, &labels, &value.to_string(), t);
+        }
+    }
+}
+
+/// `process_resident_memory_bytes` of [`TIDB_MEMORY_WITH_NAN`]: 12 `SaaS01` series at
+/// 15 s over the CPU sample range (series `i` around `3 + 0.4 i` GiB, `tidb-11` reaching
+/// the peak for one sample, `tidb-00` `NaN` for 5 minutes of the side-by-side hour) and 4
+/// larger `SaaS99` series.
+fn write_tidb_memory(out: &mut String, fixture: Fixture) {
+    out.push_str("# HELP process_resident_memory_bytes Resident memory size in bytes.\n");
+    out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+    let gib = f64::from(1u32 << 30);
+    let nan_start = SIDE_BY_SIDE_START + 1800;
+    let nan_end = nan_start + 15 * TIDB_MEMORY_NAN_SAMPLES as i64;
+    let peak_at = SIDE_BY_SIDE_START + 2700;
+    let sets = [
+        (CPU_CLUSTER, TIDB_MEMORY_SERIES, 3.0),
+        (OTHER_CLUSTER, 4, 12.0),
+    ];
+    for (cluster, series, base) in sets {
+        for i in 0..series {
+            let instance = if cluster == CPU_CLUSTER {
+                fixture.tidb_instance(i)
+            } else {
+                format!("tidb-{i}.saas99.svc:10080")
+            };
+            let labels = [
+                ("cluster_id", cluster.to_owned()),
+                ("instance", instance),
+                ("job", "tidb".to_owned()),
+            ];
+            for (k, t) in (cpu_first_sample()..=cpu_last_sample())
+                .step_by(15)
+                .enumerate()
+            {
+                let top = cluster == CPU_CLUSTER && i == TIDB_MEMORY_SERIES - 1;
+                let value = if cluster == CPU_CLUSTER && i == 0 && (nan_start..nan_end).contains(&t)
+                {
+                    "NaN".to_owned()
+                } else if top && t == peak_at {
+                    TIDB_MEMORY_PEAK_BYTES.to_string()
+                } else {
+                    let gb = base + 0.4 * i as f64 + 0.2 * wiggle(i, k);
+                    ((gb * gib).round() as u64).to_string()
+                };
+                sample(out, "process_resident_memory_bytes", &labels, &value, t);
+            }
         }
     }
 }

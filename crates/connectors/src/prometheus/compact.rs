@@ -1,12 +1,15 @@
-//! Compaction of a parsed matrix into the compact evidence of `evidence-result`.
+//! Compaction of a parsed matrix into the compact evidence of `evidence-result`: each
+//! series is reduced to a fold over its points, every series is pushed into the
+//! result-level fold (`summary.rs`), and the summary becomes evidence with sanitized
+//! labels.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use evidence_result::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesSummary};
 
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
+use super::summary::{FoldSummary, Labels, ResultFold};
 use crate::ConnectorError;
 
 /// How many series compact evidence keeps by default (top-k by peak).
@@ -16,7 +19,9 @@ pub const DEFAULT_TOP_K: u32 = 10;
 ///
 /// The Manus connector replaces instance addresses with opaque references here. A
 /// closure `Fn(&mut BTreeMap<String, String>) -> Result<(), ConnectorError>` is a
-/// sanitizer too. Only the kept (top-k) series are sanitized.
+/// sanitizer too. Only the kept (top-k) series are sanitized, and the labels common to
+/// every series once, as a map of their own (a sanitizer rewrites each label by its
+/// name and value alone).
 pub trait LabelSanitizer {
     /// Rewrites one series' labels in place.
     fn sanitize(&self, labels: &mut BTreeMap<String, String>) -> Result<(), ConnectorError>;
@@ -128,38 +133,44 @@ impl Compaction {
         warnings: &[Cow<'_, str>],
         sanitizer: &dyn LabelSanitizer,
     ) -> Result<Evidence, ConnectorError> {
+        let mut fold = ResultFold::new(self.top_k);
+        for s in series {
+            fold.push(s);
+        }
+        self.evidence(fold.finish(), warnings, sanitizer)
+    }
+
+    /// Turns the fold's summary into evidence: sanitizes the common labels once and each
+    /// kept series' labels, and gives every kept series the common labels' sanitized
+    /// values (so they are stated once).
+    fn evidence(
+        &self,
+        summary: FoldSummary<'_>,
+        warnings: &[Cow<'_, str>],
+        sanitizer: &dyn LabelSanitizer,
+    ) -> Result<Evidence, ConnectorError> {
         let warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
-        if series.is_empty() {
+        if summary.series_count == 0 {
             let mut evidence = Evidence::no_data(self.unit.clone(), self.top_k);
             evidence.expr = self.expr.clone();
             evidence.window = self.window;
             evidence.warnings = warnings;
             return Ok(evidence);
         }
-        let series_count = series.len();
-        let point_count: u64 = series.iter().map(|s| s.points).sum();
-        let mut ranked: Vec<(usize, SeriesDigest<'_>)> = series.into_iter().enumerate().collect();
-        let keep = usize::try_from(self.top_k)
-            .unwrap_or(usize::MAX)
-            .min(ranked.len());
-        if keep < ranked.len() && keep > 0 {
-            ranked.select_nth_unstable_by(keep - 1, by_peak);
-        }
-        ranked.truncate(keep);
-        ranked.sort_by(by_peak);
-        let mut kept = Vec::with_capacity(keep);
-        for (_, s) in ranked {
-            let mut labels: BTreeMap<String, String> = s
-                .labels
-                .into_iter()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
+        let mut common = owned(summary.common);
+        sanitizer.sanitize(&mut common)?;
+        let mut kept = Vec::with_capacity(summary.top.len());
+        for s in summary.top {
+            let mut labels = owned(s.labels);
             sanitizer.sanitize(&mut labels)?;
+            for (k, v) in &common {
+                labels.insert(k.clone(), v.clone());
+            }
             kept.push(SeriesSummary {
                 labels,
-                points: s.points,
-                non_finite_points: s.non_finite,
-                stats: s.stats,
+                points: s.fold.points(),
+                non_finite_points: s.fold.non_finite(),
+                stats: s.fold.stats(),
             });
         }
         Ok(Evidence {
@@ -167,32 +178,33 @@ impl Compaction {
             unit: self.unit.clone(),
             expr: self.expr.clone(),
             window: self.window,
-            series_count: series_count as u64,
-            point_count,
+            series_count: summary.series_count,
+            point_count: summary.point_count,
+            non_finite: Some(summary.non_finite),
+            peak_spread: summary.peak_spread,
             top_k: self.top_k,
-            truncated: series_count > kept.len(),
+            truncated: summary.series_count > kept.len() as u64,
+            common_labels: common,
             series: kept,
             warnings,
         })
     }
 }
 
-/// Highest peak first; series without finite values last; ties by provider order.
-fn by_peak(a: &(usize, SeriesDigest<'_>), b: &(usize, SeriesDigest<'_>)) -> Ordering {
-    match (&a.1.stats, &b.1.stats) {
-        (Some(x), Some(y)) => y.peak.total_cmp(&x.peak),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-    }
-    .then(a.0.cmp(&b.0))
+fn owned(labels: Labels<'_>) -> BTreeMap<String, String> {
+    labels
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::prometheus::parse::{ResponseStatus, Series};
+    use evidence_result::Figure;
     use proptest::prelude::*;
+    use std::cmp::Ordering;
 
     fn response(series: Vec<Vec<f64>>) -> QueryRangeResponse<'static> {
         QueryRangeResponse {
@@ -249,13 +261,14 @@ mod tests {
                 &sanitizer,
             )
             .unwrap();
-        assert_eq!(seen.get(), 2);
+        // Two kept series and the common labels (none here, all instances differ).
+        assert_eq!(seen.get(), 3);
         assert!(e.truncated);
         assert_eq!(e.series_count, 4);
         assert_eq!(e.point_count, 5);
-        assert_eq!(e.series[0].stats.unwrap().peak, 3.0);
+        assert_eq!(e.series[0].stats.unwrap().peak.get(), 3.0);
         assert_eq!(e.series[0].non_finite_points, 1);
-        assert_eq!(e.series[1].stats.unwrap().peak, 2.0);
+        assert_eq!(e.series[1].stats.unwrap().peak.get(), 2.0);
         assert!(
             e.series
                 .iter()
@@ -309,8 +322,85 @@ mod tests {
                 (None, Some(_)) => Ordering::Greater,
                 (None, None) => Ordering::Equal,
             });
-            let got: Vec<Option<f64>> = e.series.iter().map(|s| s.stats.map(|st| st.peak)).collect();
+            let expected: Vec<Option<f64>> = expected.iter().map(|p| p.map(|p| Figure::new(p).unwrap().get())).collect();
+            let got: Vec<Option<f64>> = e.series.iter().map(|s| s.stats.map(|st| st.peak.get())).collect();
             prop_assert_eq!(&got[..], &expected[..got.len()]);
+        }
+
+        /// Result-level facts cover every series, kept or not, against an independent
+        /// computation: non-finite points and the series holding them, and the
+        /// nearest-rank spread of the per-series peaks.
+        #[test]
+        fn result_level_facts_cover_every_series(
+            series in prop::collection::vec(prop::collection::vec(value(), 0..12), 1..40),
+            top_k in 0u32..6,
+        ) {
+            let nan_points = series.iter().flatten().filter(|v| v.is_nan() || v.is_infinite()).count();
+            let nan_series = series.iter().filter(|s| s.iter().any(|v| v.is_nan() || v.is_infinite())).count();
+            let mut peaks: Vec<f64> = Vec::new();
+            for s in &series {
+                let mut best: Option<f64> = None;
+                for v in s {
+                    if v.is_finite() && best.is_none_or(|b| *v > b) {
+                        best = Some(*v);
+                    }
+                }
+                peaks.extend(best);
+            }
+            peaks.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let rank = |q: f64| {
+                let r = (q * peaks.len() as f64).ceil() as usize;
+                peaks[r.clamp(1, peaks.len()) - 1]
+            };
+            let e = Compaction::new(top_k).compact(response(series), &KeepLabels).unwrap();
+            let nf = e.non_finite.unwrap();
+            prop_assert_eq!(nf.points, nan_points as u64);
+            prop_assert_eq!(nf.series, nan_series as u64);
+            match e.peak_spread {
+                None => prop_assert!(peaks.is_empty()),
+                Some(spread) => {
+                    let fig = |v: f64| Figure::new(v).unwrap();
+                    prop_assert_eq!(spread.series, peaks.len() as u64);
+                    prop_assert_eq!(spread.min, fig(peaks[0]));
+                    prop_assert_eq!(spread.p50, fig(rank(0.5)));
+                    prop_assert_eq!(spread.p90, fig(rank(0.9)));
+                    prop_assert_eq!(spread.max, fig(peaks[peaks.len() - 1]));
+                    if let Some(top) = e.top_peak() {
+                        prop_assert_eq!(top, spread.max.get());
+                    }
+                }
+            }
+        }
+
+        /// Labels shared by every series are stated once, outside the rows; each kept
+        /// series still carries them in Rust, and the JSON reads back to the same
+        /// evidence.
+        #[test]
+        fn common_labels_are_stated_once(
+            zones in prop::collection::vec(prop::sample::select(vec!["east", "west"]), 1..15),
+            top_k in 1u32..5,
+        ) {
+            let body = serde_json::json!({"status": "success", "data": {"resultType": "matrix",
+                "result": zones.iter().enumerate().map(|(i, zone)| serde_json::json!({
+                    "metric": {"job": "tidb", "zone": zone, "instance": format!("tidb-{i}")},
+                    "values": [[1000, format!("{i}.5")]]
+                })).collect::<Vec<_>>()}}).to_string();
+            let e = Compaction::new(top_k)
+                .compact(QueryRangeResponse::parse(body.as_bytes()).unwrap(), &KeepLabels)
+                .unwrap();
+            let mut expected = BTreeMap::from([("job".to_owned(), "tidb".to_owned())]);
+            if zones.iter().all(|z| *z == zones[0]) {
+                expected.insert("zone".to_owned(), zones[0].to_owned());
+            }
+            if zones.len() == 1 {
+                expected.insert("instance".to_owned(), "tidb-0".to_owned());
+            }
+            prop_assert_eq!(&e.common_labels, &expected);
+            prop_assert!(e.series.iter().all(|s| s.labels["job"] == "tidb" && s.labels.len() == 3));
+            let text = serde_json::to_string(&e).unwrap();
+            prop_assert_eq!(text.matches("\"tidb\"").count(), 1);
+            let back: Evidence = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(back, e);
         }
     }
 }

@@ -7,6 +7,7 @@ mod mapping;
 mod parse;
 mod redact;
 mod request;
+mod summary;
 
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
 pub use fetch::{

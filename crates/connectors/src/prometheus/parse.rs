@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use evidence_result::SeriesStats;
+use evidence_result::SeriesFold;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
@@ -77,13 +77,12 @@ impl<'a> FromSeries<'a> for Series<'a> {
     }
 }
 
-/// One series reduced to what compaction needs: labels, point counts and statistics.
+/// One series reduced to what compaction needs: its labels and the fold over its points
+/// (counts and exact statistics).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SeriesDigest<'a> {
     pub(crate) labels: Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    pub(crate) points: u64,
-    pub(crate) non_finite: u64,
-    pub(crate) stats: Option<SeriesStats>,
+    pub(crate) fold: SeriesFold,
 }
 
 impl<'a> FromSeries<'a> for SeriesDigest<'a> {
@@ -94,12 +93,11 @@ impl<'a> FromSeries<'a> for SeriesDigest<'a> {
 
 impl<'a> SeriesDigest<'a> {
     pub(crate) fn of(labels: Vec<(Cow<'a, str>, Cow<'a, str>)>, points: &[(f64, f64)]) -> Self {
-        SeriesDigest {
-            labels,
-            points: points.len() as u64,
-            non_finite: points.iter().filter(|(_, v)| !v.is_finite()).count() as u64,
-            stats: SeriesStats::from_points(points),
+        let mut fold = SeriesFold::default();
+        for &(t, v) in points {
+            fold.push(t, v);
         }
+        SeriesDigest { labels, fold }
     }
 }
 

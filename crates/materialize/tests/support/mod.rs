@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use evidence_result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Item,
-    Operation, Origin, PackageId, PolicySource, Provider, QueryId, RequestDigest, SeriesStats,
-    SeriesSummary, ToolResult,
+    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Figure,
+    Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread, PolicySource, Provider,
+    QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
 };
 
 pub(crate) fn origin(package: PackageId, provider: Provider) -> Origin {
@@ -38,12 +38,11 @@ pub(crate) fn data(unit: &str, series_count: u64, peak: f64) -> Evidence {
                 points: 60,
                 non_finite_points: 0,
                 stats: Some(SeriesStats {
-                    min: p / 2.0,
-                    max: p,
-                    mean: p * 0.75,
-                    last: p / 2.0,
-                    peak: p,
-                    peak_time: 1_753_106_400.0,
+                    min: Figure::new(p / 2.0).unwrap(),
+                    mean: Figure::new(p * 0.75).unwrap(),
+                    last: Figure::new(p / 2.0).unwrap(),
+                    peak: Figure::new(p).unwrap(),
+                    peak_time: 1_753_106_400,
                 }),
             }
         })
@@ -59,8 +58,12 @@ pub(crate) fn data(unit: &str, series_count: u64, peak: f64) -> Evidence {
         }),
         series_count,
         point_count: series_count * 60,
+        non_finite: Some(NonFiniteCounts::default()),
+        #[allow(clippy::cast_precision_loss)]
+        peak_spread: PeakSpread::from_peaks((0..series_count).map(|i| peak - i as f64)),
         top_k: 3,
         truncated: series_count > kept,
+        common_labels: BTreeMap::new(),
         series,
         warnings: Vec::new(),
     }

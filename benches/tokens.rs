@@ -1,0 +1,322 @@
+//! Tokens a model reads for one query, before and after compact evidence v2, counted
+//! with a real tokenizer: `cl100k_base` from the `tiktoken-rs` crate (its rank file ships
+//! inside the crate).
+//!
+//! A real Prometheus (test support, `Main` fixture) answers the five queries of
+//! `SIDE_BY_SIDE_QUERIES`; each answer becomes the Clinic tool's one-query batch result
+//! (`text`, what the model reads) twice in the same run:
+//! - **after**: the library's compaction (`ResponseMapper::evidence`, top 10), contract
+//!   `compact_v2`;
+//! - **before** (baseline): the superseded version 1 evidence, rendered here from the
+//!   same body by an independent implementation of the old compaction (full-precision
+//!   floats, one object per series, `max` beside `peak`, float `peak_time`). It is
+//!   checked byte for byte against a result the old code wrote
+//!   (`benches/data/v1_wetech_tidb_cpu_result.json`), so the baseline is the old format.
+//!
+//! Prints a table (bytes, tokens, ratio) and fails when a result is over 4 KiB, over
+//! 60 % of the baseline's tokens, or when the top instance and its peak cannot be read
+//! from the text.
+//!
+//! ```sh
+//! cargo bench --bench tokens
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+
+use evidence_test_support as support;
+use managed_evidence::connectors::{
+    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper, fetch,
+};
+use managed_evidence::result::{
+    Details, Evidence, EvidenceWindow, Item, Operation, Origin, PackageId, PolicySource, Provider,
+    QueryId, RequestDigest, ToolResult,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+const TOP_K: u32 = 10;
+const BUDGET_BYTES: usize = 4096;
+const TOKEN_GOAL: f64 = 0.60;
+
+// ---- the superseded version 1 of compact evidence (the baseline) ----
+
+#[derive(Serialize)]
+struct EvidenceV1 {
+    outcome: &'static str,
+    unit: String,
+    expr: String,
+    window: EvidenceWindow,
+    series_count: u64,
+    point_count: u64,
+    top_k: u32,
+    truncated: bool,
+    series: Vec<SeriesV1>,
+}
+
+#[derive(Serialize)]
+struct SeriesV1 {
+    labels: BTreeMap<String, String>,
+    points: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    non_finite_points: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stats: Option<StatsV1>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct StatsV1 {
+    min: f64,
+    max: f64,
+    mean: f64,
+    last: f64,
+    peak: f64,
+    peak_time: f64,
+}
+
+fn prometheus_float(s: &str) -> f64 {
+    match s {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        other => other.parse().unwrap(),
+    }
+}
+
+/// Version 1 statistics: the old `SeriesStats::from_points`, exactly.
+fn stats_v1(points: &[(f64, f64)]) -> Option<StatsV1> {
+    let mut it = points.iter().filter(|(_, v)| v.is_finite());
+    let &(t0, v0) = it.next()?;
+    let mut s = StatsV1 {
+        min: v0,
+        max: v0,
+        mean: 0.0,
+        last: v0,
+        peak: v0,
+        peak_time: t0,
+    };
+    let (mut sum, mut n) = (v0, 1u64);
+    for &(t, v) in it {
+        if v < s.min {
+            s.min = v;
+        }
+        if v > s.max {
+            s.max = v;
+            s.peak = v;
+            s.peak_time = t;
+        }
+        s.last = v;
+        sum += v;
+        n += 1;
+    }
+    let mean = sum / n as f64;
+    s.mean = if mean.is_finite() { mean } else { s.max };
+    Some(s)
+}
+
+/// The version 1 evidence JSON of a `query_range` body.
+fn evidence_v1(body: &[u8], unit: &str, expr: &str, window: EvidenceWindow) -> String {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let mut all: Vec<(usize, SeriesV1)> = v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let labels = s["metric"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            let points: Vec<(f64, f64)> = s["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    (
+                        p[0].as_f64().unwrap(),
+                        prometheus_float(p[1].as_str().unwrap()),
+                    )
+                })
+                .collect();
+            let series = SeriesV1 {
+                labels,
+                points: points.len() as u64,
+                non_finite_points: points.iter().filter(|(_, v)| !v.is_finite()).count() as u64,
+                stats: stats_v1(&points),
+            };
+            (i, series)
+        })
+        .collect();
+    let series_count = all.len() as u64;
+    let point_count = all.iter().map(|(_, s)| s.points).sum();
+    all.sort_by(|(i, a), (j, b)| {
+        match (a.stats, b.stats) {
+            (Some(x), Some(y)) => y.peak.total_cmp(&x.peak),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        }
+        .then(i.cmp(j))
+    });
+    all.truncate(TOP_K as usize);
+    serde_json::to_string(&EvidenceV1 {
+        outcome: "data",
+        unit: unit.to_owned(),
+        expr: expr.to_owned(),
+        window,
+        series_count,
+        point_count,
+        top_k: TOP_K,
+        truncated: series_count > all.len() as u64,
+        series: all.into_iter().map(|(_, s)| s).collect(),
+    })
+    .unwrap()
+}
+
+// ---- the run ----
+
+struct Row {
+    name: &'static str,
+    series: u64,
+    before: (usize, usize),
+    after: (usize, usize),
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs this too.
+    let bpe = tiktoken_rs::cl100k_base().unwrap();
+    let tokens = |text: &str| bpe.encode_ordinary(text).len();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let prometheus = runtime
+        .block_on(support::Prometheus::start(support::Fixture::Main))
+        .unwrap();
+    let url: url::Url = format!("{}/api/v1/query_range", prometheus.url())
+        .parse()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let mapper = ResponseMapper::new(Provider::Clinic, Redactor::default());
+    let origin = Origin {
+        package: PackageId::clinic(),
+        provider: Provider::Clinic,
+        operation: Operation::QueryRange,
+        policy_source: Some(PolicySource::TrustedEnvelope),
+    };
+
+    let mut rows = Vec::new();
+    for (query, unit, _cluster) in support::SIDE_BY_SIDE_QUERIES {
+        let window = EvidenceWindow {
+            start: query.start,
+            end: query.end,
+            step_seconds: query.step_seconds,
+        };
+        let builder = QueryRange::new(query.expr, window).post(&client, url.clone());
+        let raw = runtime
+            .block_on(fetch(builder, &ResponseLimits::default()))
+            .unwrap();
+        let compaction = Compaction::new(TOP_K)
+            .with_unit(unit)
+            .with_expr(query.expr)
+            .with_window(window);
+        let evidence: Evidence = mapper.evidence(&raw, &compaction, &KeepLabels).unwrap();
+        let after_evidence = serde_json::to_string(&evidence).unwrap();
+        let before_evidence = evidence_v1(&raw.body, unit, query.expr, window);
+
+        if query == support::TIDB_CPU {
+            check_baseline(&before_evidence);
+        }
+
+        let digest =
+            RequestDigest::of(&serde_json::json!({"expr": query.expr, "window": window})).unwrap();
+        let qid = QueryId::new(query.name).unwrap();
+        let details = Details::batch(
+            origin.clone(),
+            vec![Item::success(qid, Some(digest), evidence.clone())],
+        )
+        .unwrap();
+        let after = ToolResult::new(details).unwrap().text().to_owned();
+        assert_eq!(after.matches(&after_evidence).count(), 1);
+        let before = after.replace(&after_evidence, &before_evidence);
+
+        check_readable(&after, &evidence);
+        if std::env::var_os("TOKENS_SHOW").is_some() {
+            println!("{after}");
+        }
+        rows.push(Row {
+            name: query.name,
+            series: evidence.series_count,
+            before: (before.len(), tokens(&before)),
+            after: (after.len(), tokens(&after)),
+        });
+    }
+
+    println!("tokens: cl100k_base (tiktoken-rs), Clinic one-query batch result text, top {TOP_K}");
+    println!(
+        "| query | series | before (v1): bytes / tokens | after (compact_v2): bytes / tokens | tokens after / before |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    let mut failures = Vec::new();
+    for r in &rows {
+        let ratio = r.after.1 as f64 / r.before.1 as f64;
+        println!(
+            "| `{}` | {} | {} / {} | {} / {} | {:.1} % |",
+            r.name,
+            r.series,
+            r.before.0,
+            r.before.1,
+            r.after.0,
+            r.after.1,
+            100.0 * ratio
+        );
+        if ratio > TOKEN_GOAL {
+            failures.push(format!(
+                "{}: {:.1} % of the baseline's tokens",
+                r.name,
+                100.0 * ratio
+            ));
+        }
+        if r.after.0 > BUDGET_BYTES {
+            failures.push(format!("{}: {} bytes, over 4 KiB", r.name, r.after.0));
+        }
+    }
+    assert!(failures.is_empty(), "goals missed: {failures:?}");
+    println!(
+        "goals met: every result within {BUDGET_BYTES} bytes and at most 60 % of the baseline's tokens"
+    );
+}
+
+/// The baseline renderer reproduces, byte for byte, the evidence a result of the old
+/// code holds for the APID-29213 query (top 10 of 56).
+fn check_baseline(before_evidence: &str) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/data/v1_wetech_tidb_cpu_result.json"
+    );
+    let old: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let text = old["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("\"evidence\":{before_evidence}}}")),
+        "the version 1 renderer does not reproduce the old code's evidence"
+    );
+}
+
+/// The top series' distinguishing labels and its peak, as printed, are in the text.
+fn check_readable(text: &str, evidence: &Evidence) {
+    let top = &evidence.series[0];
+    let peak = top.stats.unwrap().peak;
+    assert!(text.contains(&serde_json::to_string(&peak).unwrap()));
+    for (k, v) in &top.labels {
+        assert!(
+            text.contains(&serde_json::to_string(v).unwrap()),
+            "label {k} of the top series is not in the text"
+        );
+    }
+}

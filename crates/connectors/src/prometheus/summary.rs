@@ -1,0 +1,182 @@
+//! The result-level fold of compaction: series are pushed one at a time (each already
+//! reduced to a [`SeriesDigest`]) and the fold keeps only what compact evidence states
+//! about all of them — counts, non-finite points, every series' exact peak for the peak
+//! spread, the labels common to every series — and the top k by peak. A streaming parser
+//! can push series as it reads them; memory is bounded by the series count (one peak
+//! each) and about 2k retained digests, never by the points.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+use evidence_result::{NonFiniteCounts, PeakSpread};
+
+use super::parse::SeriesDigest;
+
+/// Label pairs as parsed, borrowing from the body where possible.
+pub(crate) type Labels<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+
+/// The fold over every series of one answer.
+#[derive(Debug)]
+pub(crate) struct ResultFold<'a> {
+    top_k: usize,
+    series_count: u64,
+    point_count: u64,
+    non_finite: NonFiniteCounts,
+    peaks: Vec<f64>,
+    common: Option<Labels<'a>>,
+    top: Vec<(usize, SeriesDigest<'a>)>,
+}
+
+/// What the fold found once every series was pushed.
+#[derive(Debug)]
+pub(crate) struct FoldSummary<'a> {
+    pub(crate) series_count: u64,
+    pub(crate) point_count: u64,
+    pub(crate) non_finite: NonFiniteCounts,
+    pub(crate) peak_spread: Option<PeakSpread>,
+    /// Labels with the same value in every series (empty when there is no series).
+    pub(crate) common: Labels<'a>,
+    /// The top-k series, highest exact peak first (ties: provider order; series
+    /// without finite values last).
+    pub(crate) top: Vec<SeriesDigest<'a>>,
+}
+
+impl<'a> ResultFold<'a> {
+    /// A fold that keeps the `top_k` highest peaks.
+    pub(crate) fn new(top_k: u32) -> Self {
+        ResultFold {
+            top_k: usize::try_from(top_k).unwrap_or(usize::MAX),
+            series_count: 0,
+            point_count: 0,
+            non_finite: NonFiniteCounts::default(),
+            peaks: Vec::new(),
+            common: None,
+            top: Vec::new(),
+        }
+    }
+
+    /// Adds one series.
+    pub(crate) fn push(&mut self, series: SeriesDigest<'a>) {
+        let index = usize::try_from(self.series_count).unwrap_or(usize::MAX);
+        self.series_count += 1;
+        self.point_count += series.fold.points();
+        if series.fold.non_finite() > 0 {
+            self.non_finite.points += series.fold.non_finite();
+            self.non_finite.series += 1;
+        }
+        if let Some(peak) = series.fold.peak() {
+            self.peaks.push(peak);
+        }
+        match &mut self.common {
+            None => self.common = Some(series.labels.clone()),
+            Some(common) => common.retain(|pair| series.labels.contains(pair)),
+        }
+        if self.top_k == 0 {
+            return;
+        }
+        self.top.push((index, series));
+        // Keep at most 2k candidates: the k best of them survive each cut.
+        if self.top.len() >= self.top_k.saturating_mul(2) {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.top.len() > self.top_k {
+            self.top.select_nth_unstable_by(self.top_k - 1, by_peak);
+            self.top.truncate(self.top_k);
+        }
+    }
+
+    /// The summary of every pushed series.
+    pub(crate) fn finish(mut self) -> FoldSummary<'a> {
+        self.cut();
+        self.top.sort_by(by_peak);
+        FoldSummary {
+            series_count: self.series_count,
+            point_count: self.point_count,
+            non_finite: self.non_finite,
+            peak_spread: PeakSpread::from_peaks(self.peaks),
+            common: self.common.unwrap_or_default(),
+            top: self.top.into_iter().map(|(_, s)| s).collect(),
+        }
+    }
+}
+
+/// Highest exact peak first; series without finite values last; ties by provider order.
+fn by_peak(a: &(usize, SeriesDigest<'_>), b: &(usize, SeriesDigest<'_>)) -> Ordering {
+    match (a.1.fold.peak(), b.1.fold.peak()) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+    .then(a.0.cmp(&b.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(instance: &'static str, values: &[f64]) -> SeriesDigest<'static> {
+        let points: Vec<(f64, f64)> = values
+            .iter()
+            .enumerate()
+            .map(|(k, v)| (15.0 * k as f64, *v))
+            .collect();
+        SeriesDigest::of(
+            vec![
+                (Cow::Borrowed("job"), Cow::Borrowed("tidb")),
+                (Cow::Borrowed("instance"), Cow::Borrowed(instance)),
+            ],
+            &points,
+        )
+    }
+
+    #[test]
+    fn counts_and_peaks_cover_series_beyond_the_top_k() {
+        let mut fold = ResultFold::new(1);
+        fold.push(digest("a", &[1.0, 9.0]));
+        fold.push(digest("b", &[f64::NAN, 2.0, f64::INFINITY]));
+        fold.push(digest("c", &[f64::NAN]));
+        let s = fold.finish();
+        assert_eq!(s.series_count, 3);
+        assert_eq!(s.point_count, 6);
+        assert_eq!(
+            s.non_finite,
+            NonFiniteCounts {
+                points: 3,
+                series: 2
+            }
+        );
+        let spread = s.peak_spread.unwrap();
+        assert_eq!(
+            (spread.series, spread.min.get(), spread.max.get()),
+            (2, 2.0, 9.0)
+        );
+        assert_eq!(
+            s.common,
+            vec![(Cow::Borrowed("job"), Cow::Borrowed("tidb"))]
+        );
+        assert_eq!(s.top.len(), 1);
+        assert_eq!(s.top[0].labels[1].1, "a");
+    }
+
+    #[test]
+    fn the_top_k_survives_many_cuts() {
+        let mut fold = ResultFold::new(3);
+        let names: Vec<&'static str> = (0..50)
+            .map(|i| &*Box::leak(format!("i{i}").into_boxed_str()))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            fold.push(digest(name, &[f64::from((i as u32 * 37) % 50)]));
+        }
+        let top: Vec<f64> = fold
+            .finish()
+            .top
+            .iter()
+            .map(|s| s.fold.peak().unwrap())
+            .collect();
+        assert_eq!(top, vec![49.0, 48.0, 47.0]);
+    }
+}

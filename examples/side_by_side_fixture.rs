@@ -1,0 +1,158 @@
+//! The fixture side of `benches/side_by_side.py`: starts a real Prometheus over the
+//! `Main` fixture of `evidence-test-support` and the Clinic test front before it, makes
+//! a local deployment of the Clinic v3 package (loopback allowlist), signs one trusted
+//! policy per query of `SIDE_BY_SIDE_QUERIES` with a throwaway key, and prints one JSON
+//! line: the Prometheus URL and, per query, the expression, window, model arguments and
+//! the environment the `clinic_tool` entrypoint runs with. It keeps everything running
+//! until its stdin closes.
+//!
+//! ```sh
+//! cargo run --release --example side_by_side_fixture
+//! ```
+
+use std::error::Error;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use evidence_test_support as support;
+use managed_evidence::package::Package;
+use managed_evidence::policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use rand::RngCore as _;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const KID: &str = "side-by-side";
+
+fn main() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("side_by_side_fixture: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run()) {
+        eprintln!("side_by_side_fixture: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
+    let prometheus = support::Prometheus::start(support::Fixture::Main).await?;
+    let mut token_bytes = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut token_bytes);
+    let token = hex(&token_bytes);
+    let front =
+        support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
+
+    let dir = tempfile::Builder::new().prefix("side-by-side-").tempdir()?;
+    let package_dir = local_clinic_package(dir.path())?;
+    let digest = Package::load(&package_dir)?.digest();
+    let mut key = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut key);
+    let keys = format!(
+        "{KID}:{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    );
+    let ring = KeyRing::parse_secret(&SecretString::from(keys.clone()))?;
+    let signer = PolicySigner::from_key_ring(&ring, &KeyId::new(KID)?)?;
+
+    let mut queries = Vec::new();
+    for (query, unit, cluster) in support::SIDE_BY_SIDE_QUERIES {
+        let ticket = if cluster == support::MEMORY_CLUSTER {
+            "ST-2865"
+        } else {
+            "APID-29213"
+        };
+        let policy: TrustedPolicy = serde_json::from_value(policy(ticket, cluster, &query)?)?;
+        let envelope = dir.path().join(format!("{}.envelope.json", query.name));
+        std::fs::write(&envelope, signer.sign(&policy, digest)?.to_json()?)?;
+        queries.push(json!({
+            "name": query.name,
+            "expr": query.expr,
+            "start": query.start,
+            "end": query.end,
+            "step_seconds": query.step_seconds,
+            "unit": unit,
+            "args": {"queries": [{"queryId": query.name, "expr": query.expr,
+                                  "step": format!("{}s", query.step_seconds), "unit": unit}]},
+            "env": {
+                "EVIDENCE_TRUSTED_CONTEXT": envelope,
+                "EVIDENCE_POLICY_KEYS": keys,
+                "EVIDENCE_PACKAGE_DIR": package_dir,
+                "EVIDENCE_AUDIT_LOG": dir.path().join("audit.jsonl"),
+                "CLINIC_BASE_URL": front.base_url(),
+                "CLINIC_API_TOKEN": token,
+            },
+        }));
+    }
+    println!(
+        "{}",
+        json!({"prometheus_url": prometheus.url(), "queries": queries})
+    );
+
+    // Serve until the driver closes stdin.
+    tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new())).await??;
+    drop(front);
+    drop(prometheus);
+    Ok(())
+}
+
+/// The trusted policy of one query: its cluster and exactly its window, top 10 kept.
+fn policy(
+    ticket: &str,
+    cluster: &str,
+    query: &support::FixtureQuery,
+) -> Result<Value, Box<dyn Error>> {
+    let ts = |s: i64| -> Result<String, Box<dyn Error>> {
+        Ok(jiff::Timestamp::from_second(s)?.to_string())
+    };
+    let now = jiff::Timestamp::now();
+    Ok(json!({
+        "policy_id": format!("pol-side-by-side-{}", query.name), "ticket": ticket,
+        "provider": "clinic", "package": "managed_auto_oncall_clinic", "account": "acct-bench",
+        "cluster": {"id": cluster, "tier": "dedicated"}, "operation": "query_range",
+        "window": {"start": ts(query.start)?, "end": ts(query.end)?},
+        "lookback": 3600,
+        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
+                   "max_series_kept": 10, "max_calls_per_turn": 8},
+        "issued_at": now.to_string(),
+        "expires_at": (now + jiff::SignedDuration::from_hours(12)).to_string(),
+    }))
+}
+
+/// A copy of the committed Clinic v3 package whose network allowlist is the loopback
+/// address of the test front.
+fn local_clinic_package(dir: &Path) -> Result<PathBuf, Box<dyn Error>> {
+    let src = Path::new(ROOT).join("packages/managed_auto_oncall_clinic/v3");
+    let dst = dir.join("managed_auto_oncall_clinic");
+    copy_tree(&src, &dst)?;
+    let manifest_path = dst.join("manifest.json");
+    let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&manifest_path)?)?;
+    manifest["network"] = json!({"mode": "restricted", "hosts": ["127.0.0.1"]});
+    std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
+    Ok(dst)
+}
+
+fn copy_tree(src: &Path, dst: &Path) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let to = dst.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &to)?;
+        } else {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
