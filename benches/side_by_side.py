@@ -37,12 +37,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # ---- OUR TOOL: the one place that names how our tool is built and run -------------
-# Today the Clinic entrypoint is the `clinic_tool` example; when it becomes the
-# `clinic-tool` [[bin]] of crates/tool, change these two lines (for example to
-# ["cargo", "build", "--profile", "{profile}", "-p", "evidence-tool", "--bin", "clinic-tool"]
-# and "target/{dir}/clinic-tool").
-OUR_TOOL_BUILD = ["cargo", "build", "--profile", "{profile}", "--example", "clinic_tool"]
-OUR_TOOL_COMMAND = ["target/{dir}/examples/clinic_tool"]
+# The Clinic entrypoint is the `clinic-tool` binary of crates/tool. The fixture packages
+# it into a deployable Clinic v3 folder (the binary inside the package digest) and
+# prints that folder's entrypoint, which is what runs per call.
+OUR_TOOL_BUILD = ["cargo", "build", "--profile", "{profile}", "-p", "evidence-tool", "--bin", "clinic-tool"]
+OUR_TOOL_BINARY = ["target/{dir}/clinic-tool"]
 # ---------------------------------------------------------------------------------
 
 FIXTURE_BUILD = ["cargo", "build", "--profile", "{profile}", "--example", "side_by_side_fixture"]
@@ -202,12 +201,13 @@ def main() -> None:
     count = tokenizer()
     for build in (OUR_TOOL_BUILD, FIXTURE_BUILD):
         subprocess.run(resolve(build, opts.debug), cwd=ROOT, check=True)
-    our_tool = resolve(OUR_TOOL_COMMAND, opts.debug)
+    binary = resolve(OUR_TOOL_BINARY, opts.debug)[0]
 
-    fixture = subprocess.Popen(resolve(FIXTURE_COMMAND, opts.debug), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    fixture = subprocess.Popen(resolve(FIXTURE_COMMAND, opts.debug) + ["--tool-binary", binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         setup = json.loads(fixture.stdout.readline())
         url, queries = setup["prometheus_url"], setup["queries"]
+        our_tool = [setup["tool"]]
         truths = [ground_truth(url, q) for q in queries]
         ours = [run_ours(our_tool, q, opts.calls) for q in queries]
         startup, peer = asyncio.run(run_peer(url, queries, opts.calls))

@@ -25,8 +25,9 @@
 use std::collections::BTreeMap;
 
 use evidence_test_support as support;
-use managed_evidence::connectors::{
-    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper, fetch,
+use managed_evidence::connectors::ResponseLimits;
+use managed_evidence::connectors::internal::{
+    Compaction, KeepLabels, QueryRange, Redactor, ResponseMapper, fetch,
 };
 use managed_evidence::result::{
     Details, Evidence, EvidenceWindow, Item, Operation, Origin, PackageId, PolicySource, Provider,

@@ -1,13 +1,14 @@
 //! The fixture side of `benches/side_by_side.py`: starts a real Prometheus over the
 //! `Main` fixture of `evidence-test-support` and the Clinic test front before it, makes
-//! a local deployment of the Clinic v3 package (loopback allowlist), signs one trusted
-//! policy per query of `SIDE_BY_SIDE_QUERIES` with a throwaway key, and prints one JSON
-//! line: the Prometheus URL and, per query, the expression, window, model arguments and
-//! the environment the `clinic_tool` entrypoint runs with. It keeps everything running
-//! until its stdin closes.
+//! a deployable Clinic v3 folder (loopback allowlist) around the given `clinic-tool`
+//! binary, signs one trusted policy per query of `SIDE_BY_SIDE_QUERIES` with a throwaway
+//! key, and prints one JSON line: the Prometheus URL, the packaged entrypoint and, per
+//! query, the expression, window, model arguments and the environment the entrypoint
+//! runs with. It keeps everything running until its stdin closes.
 //!
 //! ```sh
-//! cargo run --release --example side_by_side_fixture
+//! cargo build --release -p evidence-tool --bin clinic-tool
+//! cargo run --release --example side_by_side_fixture -- --tool-binary target/release/clinic-tool
 //! ```
 
 use std::error::Error;
@@ -16,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use evidence_test_support as support;
-use managed_evidence::package::Package;
 use managed_evidence::policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use managed_evidence::tool::build_deployable;
 use rand::RngCore as _;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -50,9 +51,16 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let front =
         support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
 
+    let binary = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        [flag, path] if flag == "--tool-binary" => PathBuf::from(path),
+        _ => return Err("usage: side_by_side_fixture --tool-binary PATH".into()),
+    };
     let dir = tempfile::Builder::new().prefix("side-by-side-").tempdir()?;
-    let package_dir = local_clinic_package(dir.path())?;
-    let digest = Package::load(&package_dir)?.digest();
+    let source = local_clinic_source(dir.path())?;
+    let package_dir = dir.path().join("managed_auto_oncall_clinic");
+    let package = build_deployable(&source, &binary, &package_dir)?;
+    let digest = package.digest();
+    let tool = package_dir.join(&package.manifest().entrypoint);
     let mut key = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut key);
     let keys = format!(
@@ -84,7 +92,6 @@ async fn run() -> Result<(), Box<dyn Error>> {
             "env": {
                 "EVIDENCE_TRUSTED_CONTEXT": envelope,
                 "EVIDENCE_POLICY_KEYS": keys,
-                "EVIDENCE_PACKAGE_DIR": package_dir,
                 "EVIDENCE_AUDIT_LOG": dir.path().join("audit.jsonl"),
                 "CLINIC_BASE_URL": front.base_url(),
                 "CLINIC_API_TOKEN": token,
@@ -93,7 +100,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
     }
     println!(
         "{}",
-        json!({"prometheus_url": prometheus.url(), "queries": queries})
+        json!({"prometheus_url": prometheus.url(), "tool": tool, "queries": queries})
     );
 
     // Serve until the driver closes stdin.
@@ -126,11 +133,11 @@ fn policy(
     }))
 }
 
-/// A copy of the committed Clinic v3 package whose network allowlist is the loopback
+/// A copy of the committed Clinic v3 source whose network allowlist is the loopback
 /// address of the test front.
-fn local_clinic_package(dir: &Path) -> Result<PathBuf, Box<dyn Error>> {
+fn local_clinic_source(dir: &Path) -> Result<PathBuf, Box<dyn Error>> {
     let src = Path::new(ROOT).join("packages/managed_auto_oncall_clinic/v3");
-    let dst = dir.join("managed_auto_oncall_clinic");
+    let dst = dir.join("managed_auto_oncall_clinic-src");
     copy_tree(&src, &dst)?;
     let manifest_path = dst.join("manifest.json");
     let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&manifest_path)?)?;

@@ -4,6 +4,7 @@
 //! ranked out of the top k.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use evidence_connectors::internal::*;
 use evidence_connectors::*;
 use evidence_result::{
     Details, EvidenceWindow, Figure, Item, NonFiniteCounts, Operation, Origin, PackageId,
