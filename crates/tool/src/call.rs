@@ -67,7 +67,7 @@ pub struct SandboxOutcome {
 #[derive(Debug, Clone)]
 enum Prepared {
     Locked(LockedRequest),
-    Answered(ToolResult),
+    Answered(Box<ToolResult>),
 }
 
 /// A call verified and locked, not yet run. Made by [`prepare`].
@@ -132,7 +132,7 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
         now: call.now,
         started,
         policy,
-        prepared: Prepared::Answered(result),
+        prepared: Prepared::Answered(Box::new(result)),
     };
     if call.binding.digest() != package.digest() || call.binding.identity() != package.identity() {
         let failure = RuntimeFailure::new(
@@ -221,7 +221,7 @@ impl PreparedCall<'_> {
         secrets: &C::Secrets,
     ) -> Result<SandboxOutcome, ToolError> {
         let result = match &self.prepared {
-            Prepared::Answered(result) => result.clone(),
+            Prepared::Answered(result) => (**result).clone(),
             Prepared::Locked(request) => match connector.call(request, config, secrets).await {
                 Ok(result) => result,
                 Err(e) => local_failure(
