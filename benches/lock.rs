@@ -26,6 +26,7 @@ fn policy() -> TrustedPolicy {
         "cluster": {"id": "SaaS01", "tier": "dedicated"},
         "operation": "query_range",
         "wetech_query_ids": ["tidb_cpu"],
+        "wetech_datasource": "prometheus-main",
         "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,

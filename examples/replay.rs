@@ -559,7 +559,6 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
     let wetech_config = WetechConfig::new(
         url::Url::parse(&grafana.base_url())?,
         HostAllowlist::from_network(&wetech_pkg.manifest().network)?,
-        grafana.datasource_uid(),
         browser,
     );
     let wetech_secrets = WetechSecrets::new(SecretString::from(storage_state.clone()));
@@ -578,7 +577,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "SaaS01",
         support::APID_29213_START,
         support::APID_29213_END,
-        json!({"wetech_query_ids": ["tidb_cpu"]}),
+        json!({"wetech_query_ids": ["tidb_cpu"], "wetech_datasource": grafana.datasource_uid()}),
     )?;
     let mut session = Session::new(&keys, &signer);
     let expr = "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))";

@@ -34,6 +34,7 @@ fn policy() -> TrustedPolicy {
         "cluster": {"id": CPU_CLUSTER, "tier": "dedicated"},
         "operation": "query_range",
         "wetech_query_ids": ["tidb_cpu", "tidb_cpu_saturation", "session_canary"],
+        "wetech_datasource": GrafanaFront::DATASOURCE_UID,
         "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
@@ -93,7 +94,6 @@ impl Env {
         WetechConfig::new(
             url,
             HostAllowlist::new([allow]).unwrap(),
-            GrafanaFront::DATASOURCE_UID,
             BrowserConfig::new(chromium.path(), webdriver)
                 .with_profile_parent(self.profiles.path()),
         )

@@ -52,7 +52,6 @@ impl WetechHarness {
         WetechConfig::new(
             url,
             HostAllowlist::new(["127.0.0.1"]).unwrap(),
-            GrafanaFront::DATASOURCE_UID,
             BrowserConfig::new(
                 self.driver.chromium().path(),
                 WebDriverEndpoint::Attach {
@@ -127,7 +126,7 @@ impl Harness for WetechHarness {
     fn policy_extras(&self) -> Value {
         json!({"wetech_query_ids": [
             TIDB_CPU.name, "cpu_spread", "tidb_saturation", "cpu_other_cluster"
-        ]})
+        ], "wetech_datasource": GrafanaFront::DATASOURCE_UID})
     }
 
     async fn run(&self, request: &LockedRequest, limits: ResponseLimits) -> ToolResult {

@@ -55,6 +55,11 @@ pub struct TrustedPolicy {
     /// The query ids Wetech may run; non-empty exactly when the provider is Wetech.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wetech_query_ids: Vec<QueryId>,
+    /// The uid of the Grafana datasource Wetech queries (the ticket's region decides
+    /// it); present exactly when the provider is Wetech. 1-128 letters, digits, '.',
+    /// '_', '-'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wetech_datasource: Option<String>,
     /// The time window every query evaluates over.
     pub window: TimeWindow,
     /// How far before `window.start` an expression may read (range selectors, subquery
@@ -240,6 +245,24 @@ impl TrustedPolicy {
         if (self.provider == Provider::Wetech) == self.wetech_query_ids.is_empty() {
             return bad("Wetech query ids are required for Wetech and only for Wetech".to_owned());
         }
+        if (self.provider == Provider::Wetech) != self.wetech_datasource.is_some() {
+            return bad(
+                "a Wetech datasource is required for Wetech and only for Wetech".to_owned(),
+            );
+        }
+        if let Some(uid) = &self.wetech_datasource {
+            let ok = !uid.is_empty()
+                && uid.len() <= 128
+                && uid
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if !ok {
+                return bad(
+                    "the Wetech datasource uid must be 1-128 letters, digits, '.', '_', '-'"
+                        .to_owned(),
+                );
+            }
+        }
         let unique: BTreeSet<&QueryId> = self.wetech_query_ids.iter().collect();
         if unique.len() != self.wetech_query_ids.len() {
             return bad("duplicate Wetech query id".to_owned());
@@ -381,6 +404,10 @@ pub(crate) mod tests {
         p.wetech_query_ids = vec![QueryId::new("cpu").unwrap(), QueryId::new("cpu").unwrap()];
         assert!(p.validate().is_err());
         p.wetech_query_ids.pop();
+        assert!(p.validate().is_err(), "a Wetech policy names its datasource");
+        p.wetech_datasource = Some("prom/../x".to_owned());
+        assert!(p.validate().is_err());
+        p.wetech_datasource = Some("prometheus-main".to_owned());
         p.validate().unwrap();
 
         let mut p = base.clone();

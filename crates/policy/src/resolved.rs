@@ -1,7 +1,7 @@
 //! What a connector needs from the trusted policy, resolved once while locking: the
 //! cluster's fields (path template placeholders and scope label values name them from
-//! the one list [`PolicyField`]), the Manus target and how many series the evidence
-//! keeps. A connector reads this, never the policy.
+//! the one list [`PolicyField`]), the Manus target, the Wetech datasource and how many
+//! series the evidence keeps. A connector reads this, never the policy.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -69,6 +69,8 @@ pub struct ResolvedScope {
     pub manus_target: Option<ManusTarget>,
     /// Most series kept in the compact evidence (top-k by peak).
     pub series_kept: u32,
+    /// The Grafana datasource uid; present exactly for Wetech.
+    pub wetech_datasource: Option<String>,
 }
 
 impl ResolvedScope {
@@ -81,6 +83,7 @@ impl ResolvedScope {
                 .collect(),
             manus_target: policy.manus_target,
             series_kept: policy.limits.max_series_kept,
+            wetech_datasource: policy.wetech_datasource.clone(),
         }
     }
 

@@ -22,8 +22,6 @@ pub const MANUS_VIDA_URL_ENV: &str = "MANUS_VIDA_URL";
 pub const MANUS_MONICA_URL_ENV: &str = "MANUS_MONICA_URL";
 /// The Grafana base URL in front of Wetech (deployment configuration).
 pub const WETECH_GRAFANA_URL_ENV: &str = "WETECH_GRAFANA_URL";
-/// The Grafana datasource uid Wetech queries (deployment configuration).
-pub const WETECH_DATASOURCE_UID_ENV: &str = "WETECH_DATASOURCE_UID";
 /// The Chromium binary (deployment configuration, default `/usr/bin/chromium`).
 pub const WETECH_CHROMIUM_ENV: &str = "WETECH_CHROMIUM";
 /// The ChromeDriver binary (deployment configuration, default `/usr/bin/chromedriver`).
@@ -182,13 +180,6 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         SetBy::Deployment,
         true,
         "Grafana base URL in front of Wetech",
-    ),
-    var(
-        WETECH_DATASOURCE_UID_ENV,
-        ReadBy::Wetech,
-        SetBy::Deployment,
-        true,
-        "Grafana datasource uid",
     ),
     var(
         WETECH_CHROMIUM_ENV,

@@ -16,7 +16,7 @@ use url::Url;
 use crate::context::{
     CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM,
     MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV, WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV,
-    WETECH_DATASOURCE_UID_ENV, WETECH_GRAFANA_URL_ENV, get,
+    WETECH_GRAFANA_URL_ENV, get,
 };
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 
@@ -133,7 +133,6 @@ pub(crate) fn wetech(
     let config = WetechConfig::new(
         grafana,
         allowlist(package)?,
-        required(WETECH_DATASOURCE_UID_ENV)?,
         browser,
     );
     let secrets = WetechSecrets::from_env().ok_or_else(|| {

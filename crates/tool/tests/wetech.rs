@@ -38,7 +38,8 @@ fn wetech_policy() -> Value {
     policy(
         "wetech",
         "managed_auto_oncall_wetech",
-        json!({"wetech_query_ids": ["tidb_cpu", "session_canary"], "limits": {
+        json!({"wetech_query_ids": ["tidb_cpu", "session_canary"],
+               "wetech_datasource": GrafanaFront::DATASOURCE_UID, "limits": {
             "max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
             "max_series_kept": 5, "max_calls_per_turn": 8}}),
     )
@@ -81,10 +82,6 @@ impl Env {
     fn env(&self, chromedriver: &Path) -> Vec<(&'static str, String)> {
         let mut env = runtime_env(&self.signed, &self.dir.path().join("audit.jsonl"));
         env.push(("WETECH_GRAFANA_URL", self.grafana.base_url()));
-        env.push((
-            "WETECH_DATASOURCE_UID",
-            GrafanaFront::DATASOURCE_UID.to_owned(),
-        ));
         env.push(("WETECH_STORAGE_STATE", storage_state(&self.grafana)));
         env.push((
             "WETECH_CHROMIUM",
@@ -301,7 +298,6 @@ proptest! {
             let config = WetechConfig::new(
                 url::Url::parse(&format!("http://{}", grafana.local_addr().unwrap())).unwrap(),
                 HostAllowlist::new(["127.0.0.1"]).unwrap(),
-                GrafanaFront::DATASOURCE_UID,
                 BrowserConfig::new(
                     "/usr/bin/chromium",
                     WebDriverEndpoint::Attach {

@@ -1,5 +1,5 @@
-//! Deployment configuration of the Wetech connector: where Grafana is, which
-//! datasource, how the browser runs, limits.
+//! Deployment configuration of the Wetech connector: where Grafana is,
+//! how the browser runs, limits.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -119,8 +119,6 @@ pub struct WetechConfig {
     /// The package's network allowlist. A Grafana URL whose host is not listed is
     /// refused before the browser starts.
     pub allowlist: HostAllowlist,
-    /// The uid of the Prometheus datasource queried through Grafana's proxy.
-    pub datasource_uid: String,
     /// The page opened with the session cookies to prove the session (`/` by default):
     /// a redirect to the login page there is an `authentication` failure.
     pub landing_path: String,
@@ -134,19 +132,18 @@ pub struct WetechConfig {
 
 impl WetechConfig {
     /// A configuration for Grafana at `grafana_url` (checked against `allowlist` before
-    /// every call) and the datasource `datasource_uid`, with default limits.
+    /// every call), with default limits. The datasource comes with each locked request
+    /// (the trusted policy names it).
     /// How many series the evidence keeps comes from the trusted policy
     /// (`max_series_kept`).
     pub fn new(
         grafana_url: Url,
         allowlist: HostAllowlist,
-        datasource_uid: impl Into<String>,
         browser: BrowserConfig,
     ) -> Self {
         WetechConfig {
             grafana_url,
             allowlist,
-            datasource_uid: datasource_uid.into(),
             landing_path: "/".to_owned(),
             browser,
             limits: ResponseLimits::default(),
@@ -170,10 +167,9 @@ impl WetechConfig {
         base.join(path.trim_start_matches('/'))
     }
 
-    /// The datasource proxy `query_range` path, relative to the page's origin.
-    pub(crate) fn query_range_url(&self) -> Result<Url, url::ParseError> {
-        let uid: String =
-            percent_encoding::utf8_percent_encode(&self.datasource_uid, SEGMENT).collect();
+    /// The `query_range` URL of datasource `uid` through Grafana's datasource proxy.
+    pub(crate) fn query_range_url(&self, uid: &str) -> Result<Url, url::ParseError> {
+        let uid: String = percent_encoding::utf8_percent_encode(uid, SEGMENT).collect();
         self.url_of(&format!(
             "api/datasources/proxy/uid/{uid}/api/v1/query_range"
         ))
@@ -189,11 +185,10 @@ mod tests {
         let c = WetechConfig::new(
             Url::parse("https://g.example/grafana").unwrap(),
             HostAllowlist::new(["g.example"]).unwrap(),
-            "prom uid-1",
             BrowserConfig::debian(),
         );
         assert_eq!(
-            c.query_range_url().unwrap().as_str(),
+            c.query_range_url("prom uid-1").unwrap().as_str(),
             "https://g.example/grafana/api/datasources/proxy/uid/prom%20uid-1/api/v1/query_range"
         );
         assert_eq!(

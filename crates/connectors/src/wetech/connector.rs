@@ -4,7 +4,7 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedQuery, LockedRequest};
+use evidence_policy::{LockedQuery, LockedRequest, ResolvedScope};
 use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultError, ToolResult};
 use secrecy::SecretString;
 
@@ -157,8 +157,14 @@ impl Connector for WetechConnector {
             let failure = prepared.mapper.failure(&e);
             return failed(origin, query_id, digest, failure);
         }
-        let top_k = request.scope.series_kept;
-        let details = match run(config, query, &prepared, top_k).await {
+        if request.scope.wetech_datasource.is_none() {
+            let failure = internal(
+                Code::WetechInvalidRequest,
+                "the locked request names no Wetech datasource",
+            );
+            return failed(origin, query_id, digest, failure);
+        }
+        let details = match run(config, query, &request.scope, &prepared).await {
             Ok(evidence) => Details::success(
                 origin,
                 query.query_id.clone(),
@@ -189,15 +195,15 @@ fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
 async fn run(
     config: &WetechConfig,
     query: &LockedQuery,
+    scope: &ResolvedScope,
     prepared: &Prepared,
-    top_k: u32,
 ) -> Result<Evidence, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
     let script_timeout = config.limits.timeout + SCRIPT_MARGIN;
     let mut browser = Browser::launch(&config.browser, script_timeout)
         .await
         .map_err(|e| browser_failure(&e, redactor))?;
-    let outcome = drive(config, &browser, query, prepared, top_k).await;
+    let outcome = drive(config, &browser, query, scope, prepared).await;
     let cleanup = browser.shutdown().await;
     finish_cleanup(outcome, cleanup)
 }
@@ -206,8 +212,8 @@ async fn drive(
     config: &WetechConfig,
     browser: &Browser,
     query: &LockedQuery,
+    scope: &ResolvedScope,
     prepared: &Prepared,
-    top_k: u32,
 ) -> Result<Evidence, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
     let client = browser
@@ -252,7 +258,8 @@ async fn drive(
     }
 
     // The query, from the page, with the session cookies.
-    let url = config.query_range_url().map_err(|e| {
+    let datasource = scope.wetech_datasource.as_deref().unwrap_or_default();
+    let url = config.query_range_url(datasource).map_err(|e| {
         Box::new(internal(
             Code::WetechInvalidUrl,
             format!("cannot build the datasource proxy URL: {e}"),
@@ -274,7 +281,7 @@ async fn drive(
     )
     .await
     .map_err(|f| command_failure(&f, redactor))?;
-    let mut compaction = Compaction::new(top_k)
+    let mut compaction = Compaction::new(scope.series_kept)
         .with_expr(query.expr.clone())
         .with_window(window);
     compaction.unit.clone_from(&query.unit);
@@ -325,7 +332,6 @@ mod tests {
         WetechConfig::new(
             url,
             HostAllowlist::new([host]).unwrap(),
-            "uid",
             BrowserConfig::debian(),
         )
     }

@@ -37,6 +37,7 @@ mod fixtures {
         v["provider"] = json!("wetech");
         v["package"] = json!("managed_auto_oncall_wetech");
         v["wetech_query_ids"] = json!(["tidb_cpu", "tikv_cpu"]);
+        v["wetech_datasource"] = json!("prometheus-main");
         serde_json::from_value(v).unwrap()
     }
 

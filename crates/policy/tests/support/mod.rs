@@ -31,7 +31,10 @@ pub(crate) fn apid_29213(provider: &str) -> TrustedPolicy {
     });
     match provider {
         "manus" => v["manus_target"] = json!("vida"),
-        "wetech" => v["wetech_query_ids"] = json!(["tidb_cpu", "tikv_cpu", "mem_ratio"]),
+        "wetech" => {
+            v["wetech_query_ids"] = json!(["tidb_cpu", "tikv_cpu", "mem_ratio"]);
+            v["wetech_datasource"] = json!("prometheus-main");
+        }
         _ => {}
     }
     let p: TrustedPolicy = serde_json::from_value(v).unwrap();
