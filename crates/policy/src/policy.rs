@@ -404,7 +404,10 @@ pub(crate) mod tests {
         p.wetech_query_ids = vec![QueryId::new("cpu").unwrap(), QueryId::new("cpu").unwrap()];
         assert!(p.validate().is_err());
         p.wetech_query_ids.pop();
-        assert!(p.validate().is_err(), "a Wetech policy names its datasource");
+        assert!(
+            p.validate().is_err(),
+            "a Wetech policy names its datasource"
+        );
         p.wetech_datasource = Some("prom/../x".to_owned());
         assert!(p.validate().is_err());
         p.wetech_datasource = Some("prometheus-main".to_owned());

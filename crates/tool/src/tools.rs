@@ -130,11 +130,7 @@ pub(crate) fn wetech(
             chromedriver: PathBuf::from(chromedriver),
         },
     );
-    let config = WetechConfig::new(
-        grafana,
-        allowlist(package)?,
-        browser,
-    );
+    let config = WetechConfig::new(grafana, allowlist(package)?, browser);
     let secrets = WetechSecrets::from_env().ok_or_else(|| {
         secret_failure(format!("{} is not set", WetechSecrets::STORAGE_STATE_ENV))
     })?;

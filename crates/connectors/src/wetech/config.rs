@@ -136,11 +136,7 @@ impl WetechConfig {
     /// (the trusted policy names it).
     /// How many series the evidence keeps comes from the trusted policy
     /// (`max_series_kept`).
-    pub fn new(
-        grafana_url: Url,
-        allowlist: HostAllowlist,
-        browser: BrowserConfig,
-    ) -> Self {
+    pub fn new(grafana_url: Url, allowlist: HostAllowlist, browser: BrowserConfig) -> Self {
         WetechConfig {
             grafana_url,
             allowlist,
