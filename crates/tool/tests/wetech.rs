@@ -80,20 +80,24 @@ impl Env {
     }
 
     fn env(&self, chromedriver: &Path) -> Vec<(&'static str, String)> {
+        self.env_with(chromedriver, Chromium::find().unwrap().path())
+    }
+
+    fn env_with(&self, chromedriver: &Path, chromium: &Path) -> Vec<(&'static str, String)> {
         let mut env = runtime_env(&self.signed, &self.dir.path().join("audit.jsonl"));
         env.push(("WETECH_GRAFANA_URL", self.grafana.base_url()));
         env.push(("WETECH_STORAGE_STATE", storage_state(&self.grafana)));
-        env.push((
-            "WETECH_CHROMIUM",
-            Chromium::find().unwrap().path().display().to_string(),
-        ));
+        env.push(("WETECH_CHROMIUM", chromium.display().to_string()));
         env.push(("WETECH_CHROMEDRIVER", chromedriver.display().to_string()));
         env
     }
 
     async fn call(&self, chromedriver: &Path, args: Value) -> ToolResult {
+        self.call_with(self.env(chromedriver), args).await
+    }
+
+    async fn call_with(&self, env: Vec<(&'static str, String)>, args: Value) -> ToolResult {
         let bin = entrypoint(&self.package);
-        let env = self.env(chromedriver);
         let (code, out, err) = blocking(move || run(&bin, &[], &env, &args.to_string())).await;
         assert_eq!(code, 0, "{err}");
         ToolResult::from_json(out.trim()).unwrap()
@@ -107,6 +111,49 @@ impl Env {
             .filter(|r| r.path == path)
             .count()
     }
+}
+
+/// A wrapper around `program` that records its own `/proc/<pid>/environ` into
+/// `dir/environ-<name>-<pid>` and then becomes `program` (`exec` keeps the pid and the
+/// environment), so the record is the environment the real process runs with.
+fn environ_recorder(dir: &Path, name: &str, program: &Path) -> PathBuf {
+    let wrapper = dir.join(format!("{name}-recorder"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncat /proc/$$/environ > {}/environ-{name}-$$\nexec {} \"$@\"\n",
+            dir.display(),
+            program.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// The environments recorded for `name`, one list of variable names per process.
+fn recorded_environs(dir: &Path, name: &str) -> Vec<Vec<String>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("environ-{name}-")))
+        })
+        .map(|p| {
+            std::fs::read(&p)
+                .unwrap()
+                .split(|b| *b == 0)
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    let v = String::from_utf8_lossy(v);
+                    v.split('=').next().unwrap_or_default().to_owned()
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn no_secret_in(result: &ToolResult) {
@@ -154,14 +201,36 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
         "a browser started"
     );
 
-    // The corrected call runs in a real Chromium.
+    // The corrected call runs in a real Chromium. ChromeDriver and Chromium record the
+    // environment they run with: nothing of the sandbox's policy keys or secrets.
     let chromedriver = which("chromedriver");
+    let records = env.dir.path().join("environs");
+    std::fs::create_dir_all(&records).unwrap();
+    let driver_recorder = environ_recorder(&records, "chromedriver", &chromedriver);
+    let chromium_recorder =
+        environ_recorder(&records, "chromium", Chromium::find().unwrap().path());
     let result = env
-        .call(
-            &chromedriver,
+        .call_with(
+            env.env_with(&driver_recorder, &chromium_recorder),
             json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores"}),
         )
         .await;
+    for name in ["chromedriver", "chromium"] {
+        let environs = recorded_environs(&records, name);
+        assert!(!environs.is_empty(), "{name} did not start");
+        for vars in environs {
+            assert!(vars.iter().any(|v| v == "PATH"), "{name}: {vars:?}");
+            let leaked: Vec<&String> = vars
+                .iter()
+                .filter(|v| {
+                    ["EVIDENCE_", "WETECH_", "CLINIC_", "MANUS_"]
+                        .iter()
+                        .any(|p| v.starts_with(p))
+                })
+                .collect();
+            assert!(leaked.is_empty(), "{name} inherited {leaked:?}");
+        }
+    }
     no_secret_in(&result);
     let d = result.details();
     assert_eq!(d.status, Status::Ok, "{}", result.text());

@@ -97,10 +97,32 @@ pub(crate) fn major_of(version: &str) -> Option<u32> {
     version.split('.').next()?.parse().ok()
 }
 
+/// The whole environment of every process this connector starts (ChromeDriver, and
+/// through it Chromium; the `--version` probe): nothing of the tool sandbox's own
+/// environment, which holds the policy keys and the injected secrets, only a search path
+/// and a home inside the call's own profile folder.
+const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A command for a child process with a cleared environment (see [`CHILD_PATH`]).
+fn child_command(program: &Path, home: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .env_clear()
+        .env("PATH", CHILD_PATH)
+        .env("HOME", home)
+        .env("TMPDIR", home)
+        .env("LANG", "C.UTF-8");
+    command
+}
+
 /// Asks the browser program for its version (`chromium --version`; Debian's wrapper
 /// prints a harmless warning on stderr, which is ignored).
-async fn program_version(chromium: &Path, limit: Duration) -> Result<String, String> {
-    let run = tokio::process::Command::new(chromium)
+async fn program_version(
+    chromium: &Path,
+    home: &Path,
+    limit: Duration,
+) -> Result<String, String> {
+    let run = child_command(chromium, home)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -142,7 +164,8 @@ impl SpawnedDriver {
             let log_err = log_file
                 .try_clone()
                 .map_err(|e| format!("cannot open the chromedriver log: {e}"))?;
-            let child = tokio::process::Command::new(program)
+            let home = log.parent().unwrap_or(log);
+            let child = child_command(program, home)
                 .arg(format!("--port={port}"))
                 .arg("--allowed-ips=127.0.0.1")
                 .stdin(Stdio::null())
@@ -301,9 +324,13 @@ impl Browser {
             .map(|d| d.path().to_owned())
             .ok_or_else(|| BrowserError::Start("no profile folder".to_owned()))?;
         let remaining = || deadline.saturating_duration_since(Instant::now());
-        let version = program_version(&config.chromium, remaining().min(Duration::from_secs(10)))
-            .await
-            .ok();
+        let version = program_version(
+            &config.chromium,
+            &run_dir,
+            remaining().min(Duration::from_secs(10)),
+        )
+        .await
+        .ok();
         let webdriver = match &config.webdriver {
             WebDriverEndpoint::Spawn { chromedriver } => {
                 let driver =

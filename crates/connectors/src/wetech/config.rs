@@ -21,8 +21,11 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 /// Chromium arguments of every Wetech session: headless, no GPU, no background
 /// networking, component updates, sync or first-run work. A fresh `--user-data-dir` and
 /// the `--user-agent` derived from the running browser are added per call.
-/// `--no-sandbox` is included because the tool sandbox runs the browser as root; it is
-/// itself the isolation boundary.
+/// `--no-sandbox` is included because the tool sandbox runs the browser as root, where
+/// Chromium refuses to start its own sandbox (it needs an unprivileged user or user
+/// namespaces); the tool sandbox is then the isolation boundary, and the browser starts
+/// with a cleared environment (no policy key, no secret). Where the tool runs as an
+/// unprivileged user, drop it from [`BrowserConfig::args`] to keep Chromium's sandbox.
 pub const DEFAULT_CHROMIUM_ARGS: [&str; 11] = [
     "--headless=new",
     "--no-sandbox",
