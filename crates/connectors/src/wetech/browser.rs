@@ -117,11 +117,7 @@ fn child_command(program: &Path, home: &Path) -> tokio::process::Command {
 
 /// Asks the browser program for its version (`chromium --version`; Debian's wrapper
 /// prints a harmless warning on stderr, which is ignored).
-async fn program_version(
-    chromium: &Path,
-    home: &Path,
-    limit: Duration,
-) -> Result<String, String> {
+async fn program_version(chromium: &Path, home: &Path, limit: Duration) -> Result<String, String> {
     let run = child_command(chromium, home)
         .arg("--version")
         .stdin(Stdio::null())
