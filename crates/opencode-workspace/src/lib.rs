@@ -5,10 +5,12 @@ mod config;
 mod error;
 mod generate;
 mod layout;
+mod mcp;
 mod names;
 mod orchestration;
 mod ordered_json;
 mod outputs;
+mod placement;
 mod protocol;
 mod skills;
 
@@ -17,7 +19,7 @@ pub use catalog::{
 };
 pub use config::{
     Action, AgentConfig, AgentMode, ConfigProblem, OpenCodeConfig, Permission, PermissionValue,
-    StepLimits, TaskSupport, config_problems, validate_config,
+    StepLimits, TaskSupport, config_problems, config_problems_at, validate_config,
 };
 pub use error::{ChildFailure, WorkspaceError};
 pub use generate::{FileChange, GenerateOptions, GeneratedFile, GenerationReport, Generator, Mode};
@@ -26,6 +28,7 @@ pub use layout::{
     CONFIG_SCHEMA_URL, EVIDENCE_AGENT_OUTPUT, EVIDENCE_FILES, EVIDENCE_SCHEMA_PATH, EVIDENCES_DIR,
     INVESTIBOOK_DIR, MANIFEST_PATH, REPORT_PATH, SKILL_DISCOVERY_DIRS,
 };
+pub use mcp::McpServer;
 pub use names::{AgentRole, FALLBACK_AGENT, GroupName, MAX_NAME_LEN, SkillName};
 pub use orchestration::{
     ChildOutcome, Conclusion, MAX_ATTEMPTS, MAX_PASSES, Orchestration, Phase, Refusal, Step,
@@ -37,6 +40,7 @@ pub use outputs::{
     QualityCheck, RejectedCause, RunStatus, Scope, TimeRange, analyst_output_problems,
     diagnosis_analyst_schema, evidence_agent_schema, evidence_output_problems,
 };
+pub use placement::{Placement, Worktree, project_worktree};
 pub use protocol::{
     FALLBACK_NOTICE, FALLBACK_PROTOCOL_TITLE, INSUFFICIENT_EVIDENCE_REPLY, PROTOCOL_TITLE,
     REQUIRED_SKILLS_HEADING, fallback_protocol, static_protocol, static_protocol_for,
