@@ -345,6 +345,19 @@ pub(crate) struct AgentSpec {
     pub(crate) todo: bool,
 }
 
+/// The permission of the Task-capability probe: deny everything but starting the two
+/// subagents, exactly the orchestrator's `task` rule.
+pub(crate) fn task_probe_permission() -> Json {
+    Permission(vec![
+        ("*".to_owned(), PermissionValue::All(Action::Deny)),
+        (
+            "task".to_owned(),
+            deny_all_but(AgentRole::SUBAGENTS.iter().map(|r| r.as_str().to_owned())),
+        ),
+    ])
+    .to_json()
+}
+
 /// The managed evidence tool packages the evidence agent uses by default.
 pub(crate) const DEFAULT_EVIDENCE_TOOLS: &str = "managed_auto_oncall_*";
 

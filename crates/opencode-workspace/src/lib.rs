@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 
 mod catalog;
+mod cli;
 mod config;
+mod detect;
 mod error;
 mod generate;
 mod layout;
@@ -17,10 +19,14 @@ mod skills;
 pub use catalog::{
     CORE_GROUP, CatalogProblem, DATA_ACCESS_GROUP, DIAGNOSIS_GROUP, SkillCatalog, SkillGroup,
 };
+pub use cli::{
+    AgentReport, CliOutput, OFFLINE_ENV, OpenCodeCli, PINNED_OPENCODE_VERSION, RuleReport,
+};
 pub use config::{
     Action, AgentConfig, AgentMode, ConfigProblem, OpenCodeConfig, Permission, PermissionValue,
     StepLimits, TaskSupport, config_problems, config_problems_at, validate_config,
 };
+pub use detect::{TaskProbe, detect_task_support, task_support_from};
 pub use error::{ChildFailure, WorkspaceError};
 pub use generate::{FileChange, GenerateOptions, GeneratedFile, GenerationReport, Generator, Mode};
 pub use layout::{
@@ -46,3 +52,47 @@ pub use protocol::{
     REQUIRED_SKILLS_HEADING, fallback_protocol, static_protocol, static_protocol_for,
 };
 pub use skills::{MAX_DESCRIPTION_CHARS, SkillEntry, SkillMeta, SkillsTree};
+
+/// Helpers for this crate's tests and for other crates' tests that run the pinned OpenCode.
+/// Not part of the stable interface.
+#[doc(hidden)]
+pub mod internal {
+    use std::path::PathBuf;
+
+    use crate::cli::PINNED_OPENCODE_VERSION;
+
+    /// The environment variable naming the `opencode` program the tests run.
+    pub const OPENCODE_BIN_ENV: &str = "OPENCODE_BIN";
+
+    /// Where `scripts/test.sh` installs the pinned `opencode-ai` (from the repository root).
+    pub const OPENCODE_INSTALL_DIR: &str = ".tools/opencode";
+
+    /// The command that installs the pinned OpenCode where the tests look for it.
+    pub fn install_command() -> String {
+        format!(
+            "scripts/test.sh (or: npm install --prefix {OPENCODE_INSTALL_DIR} --save-exact --no-audit --no-fund opencode-ai@{PINNED_OPENCODE_VERSION}; apt-get install -y nodejs npm when npm is missing)"
+        )
+    }
+
+    /// The pinned `opencode` program: `$OPENCODE_BIN`, or
+    /// `<repository>/.tools/opencode/node_modules/.bin/opencode`. An error (never a skip)
+    /// that names the install command when it is not there.
+    pub fn pinned_opencode() -> Result<PathBuf, String> {
+        let path = match std::env::var_os(OPENCODE_BIN_ENV) {
+            Some(path) => PathBuf::from(path),
+            None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(OPENCODE_INSTALL_DIR)
+                .join("node_modules/.bin/opencode"),
+        };
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "OpenCode {PINNED_OPENCODE_VERSION} is not installed at {} (set {OPENCODE_BIN_ENV} to use another path); install it with: {}",
+                path.display(),
+                install_command()
+            ))
+        }
+    }
+}
