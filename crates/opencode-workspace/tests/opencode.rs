@@ -298,3 +298,109 @@ fn the_pinned_version_is_installed() {
     let version = opencode(home.path()).version(home.path()).unwrap();
     assert_eq!(version, PINNED_OPENCODE_VERSION);
 }
+
+#[test]
+fn the_probe_finds_the_task_tool_in_the_pinned_opencode() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let probe = detect_task_support(&opencode(home.path()), ws.path()).unwrap();
+    assert!(probe.report.has_tool("task"), "{:?}", probe.report.tools);
+    assert_eq!(probe.support, TaskSupport::PromptList);
+    let report = common::generator(probe.support).write(ws.path()).unwrap();
+    assert_eq!(report.mode, Mode::MultiAgent);
+}
+
+#[test]
+fn without_the_task_tool_the_fallback_is_generated_and_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // An installation whose own configuration takes the Task tool away from the agent.
+    common::write(
+        home.path(),
+        "config/opencode/opencode.json",
+        r#"{"agent": {"diagnosis-orchestrator": {"tools": {"task": false}}}}"#,
+    );
+    let cli = opencode(home.path());
+    let probe = detect_task_support(&cli, ws.path()).unwrap();
+    assert!(!probe.report.has_tool("task"), "{:?}", probe.report.tools);
+    assert_eq!(probe.support, TaskSupport::Unavailable);
+
+    let report = common::generator(probe.support).write(ws.path()).unwrap();
+    assert_eq!(report.mode, Mode::SingleAgentFallback);
+    assert_eq!(report.notice(), Some(FALLBACK_NOTICE));
+    let agents = cli.agent_list(ws.path()).unwrap();
+    assert!(
+        agents.contains(&(FALLBACK_AGENT.to_owned(), "primary".to_owned())),
+        "{agents:?}"
+    );
+    let fallback = cli.debug_agent(ws.path(), FALLBACK_AGENT).unwrap();
+    assert!(!fallback.has_tool("task"));
+    let prompt = fallback.prompt.clone().unwrap_or_default();
+    assert!(
+        prompt.contains(FALLBACK_NOTICE),
+        "the prompt does not say it"
+    );
+    assert!(prompt.contains(FALLBACK_PROTOCOL_TITLE));
+    let placed = report.placement.pattern(REPORT_PATH);
+    assert_eq!(fallback.evaluate("edit", &placed), Action::Allow);
+    assert_eq!(
+        fallback.evaluate("edit", &report.placement.pattern(CONFIG_PATH)),
+        Action::Deny
+    );
+}
+
+#[test]
+fn registered_mcp_servers_are_loaded_and_only_the_evidence_agent_may_use_their_tools() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let servers: Vec<McpServer> = ["clinic", "manus", "wetech"]
+        .into_iter()
+        .map(|package| {
+            McpServer::new(
+                format!("managed_auto_oncall_{package}"),
+                format!("/opt/managed/{package}_tool"),
+            )
+            .unwrap()
+            .arg("--mcp")
+            .env(
+                "EVIDENCE_RUNTIME_CONTEXT",
+                format!("/run/{package}/context.json"),
+            )
+        })
+        .collect();
+    let skills = SkillsTree::load(common::fixture_skills()).unwrap();
+    let mut options = GenerateOptions::default();
+    for server in &servers {
+        options = options.with_mcp_server(server.clone());
+    }
+    Generator::new(&common::catalog(), &skills, options)
+        .unwrap()
+        .write(ws.path())
+        .unwrap();
+    let cli = opencode(home.path());
+    let out = cli.run(ws.path(), &["debug", "config"]).unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let config: Value = serde_json::from_str(&out.stdout).unwrap();
+    for package in ["clinic", "manus", "wetech"] {
+        let server = &config["mcp"][format!("managed_auto_oncall_{package}")];
+        assert_eq!(server["type"], "local");
+        assert_eq!(
+            server["command"],
+            serde_json::json!([format!("/opt/managed/{package}_tool"), "--mcp"])
+        );
+        assert_eq!(
+            server["environment"]["EVIDENCE_RUNTIME_CONTEXT"],
+            format!("/run/{package}/context.json")
+        );
+        assert_eq!(server["enabled"], true);
+    }
+    // OpenCode names an MCP tool `<server>_<tool>` and checks it as a permission key.
+    let evidence = cli.debug_agent(ws.path(), "evidence-agent").unwrap();
+    let analyst = cli.debug_agent(ws.path(), "diagnosis-analyst").unwrap();
+    for server in &servers {
+        let tool = server.tool_name("query_range");
+        assert_eq!(evidence.evaluate(&tool, "*"), Action::Allow, "{tool}");
+        assert_eq!(analyst.evaluate(&tool, "*"), Action::Deny, "{tool}");
+    }
+    assert_eq!(evidence.evaluate("other_server_query", "*"), Action::Deny);
+}
