@@ -7,6 +7,7 @@ mod digest;
 mod error;
 mod evidence;
 mod ids;
+mod mcp;
 mod tool_result;
 
 pub use class::{FailureClass, FailureGroup};
@@ -16,4 +17,5 @@ pub use digest::{Digest, RequestDigest, canonical_json};
 pub use error::ResultError;
 pub use evidence::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesStats, SeriesSummary};
 pub use ids::{ErrorCode, Operation, PackageId, Provider, QueryId};
-pub use tool_result::{McpCallToolResult, McpContent, ToolResult};
+pub use mcp::{McpCallToolResult, McpContent, RESULT_TYPE_COMPLETE};
+pub use tool_result::ToolResult;
