@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod catalog;
+mod catalog_source;
 mod cli;
 mod config;
 mod detect;
@@ -19,6 +20,7 @@ mod skills;
 pub use catalog::{
     CORE_GROUP, CatalogProblem, DATA_ACCESS_GROUP, DIAGNOSIS_GROUP, SkillCatalog, SkillGroup,
 };
+pub use catalog_source::MAX_CATALOG_BYTES;
 pub use cli::{
     AgentReport, CliOutput, OFFLINE_ENV, OpenCodeCli, PINNED_OPENCODE_VERSION, RuleReport,
 };
