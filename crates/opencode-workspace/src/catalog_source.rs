@@ -296,19 +296,6 @@ impl SkillCatalog {
 mod tests {
     use super::*;
 
-    fn names(catalog: &SkillCatalog) -> Vec<(String, Vec<String>)> {
-        catalog
-            .groups()
-            .iter()
-            .map(|g| {
-                (
-                    g.name().to_string(),
-                    g.skills().iter().map(ToString::to_string).collect(),
-                )
-            })
-            .collect()
-    }
-
     #[test]
     fn nested_lists_and_headings_both_read() {
         let text = "# Skill Catalog\n\nIntro prose.\n\n- not a group, just prose\n\nThe groups:\n\n\
@@ -317,20 +304,17 @@ mod tests {
                     ## `diagnosis`\n\nPlaybooks for\nthe analyst.\n\n- `tikv-memory`\n- pd-scheduling: PD\n\n\
                     ## Loading rules\n\n- evidence-agent loads core\n";
         let catalog = SkillCatalog::from_markdown(text).unwrap();
-        assert_eq!(
-            names(&catalog),
-            vec![
-                (
-                    "core".into(),
-                    vec!["time-conversion".into(), "tidb-knowledge-base".into()]
-                ),
-                ("data-access".into(), vec!["clinic-cli".into()]),
-                (
-                    "diagnosis".into(),
-                    vec!["tikv-memory".into(), "pd-scheduling".into()]
-                ),
-            ]
-        );
+        let expected: [(&str, &[&str]); 3] = [
+            ("core", &["time-conversion", "tidb-knowledge-base"]),
+            ("data-access", &["clinic-cli"]),
+            ("diagnosis", &["tikv-memory", "pd-scheduling"]),
+        ];
+        assert_eq!(catalog.groups().len(), expected.len());
+        for (group, (name, skills)) in catalog.groups().iter().zip(expected) {
+            assert_eq!(group.name().as_str(), name);
+            let read: Vec<&str> = group.skills().iter().map(SkillName::as_str).collect();
+            assert_eq!(read, skills);
+        }
         assert_eq!(catalog.groups()[0].purpose(), "basics");
         assert_eq!(catalog.groups()[2].purpose(), "Playbooks for the analyst.");
         assert_eq!(

@@ -451,20 +451,6 @@ proptest! {
     }
 }
 
-fn own_files(agent: &str) -> Vec<&'static str> {
-    match agent {
-        "evidence-agent" => vec![
-            EVIDENCE_AGENT_OUTPUT,
-            "evidences/metrics.json",
-            "evidences/logs.json",
-            "evidences/queries.json",
-            "evidences/events.json",
-        ],
-        "diagnosis-analyst" => vec![ANALYST_OUTPUT, REPORT_PATH],
-        _ => vec![],
-    }
-}
-
 #[test]
 fn edit_patterns_carry_the_placement_and_nothing_else() {
     let generator = common::generator(TaskSupport::PromptList);
@@ -526,9 +512,9 @@ proptest! {
             config_problems_at(&config, &catalog(), TaskSupport::PromptList, &placement),
             vec![]
         );
-        let all: Vec<&str> = own_files("evidence-agent")
+        let all: Vec<&str> = common::own_files("evidence-agent")
             .into_iter()
-            .chain(own_files("diagnosis-analyst"))
+            .chain(common::own_files("diagnosis-analyst"))
             .collect();
         // Half the inputs are the placed own files of one of the agents, or their suffixes.
         let candidates = [
@@ -539,7 +525,7 @@ proptest! {
         ];
         for agent in ["diagnosis-orchestrator", "evidence-agent", "diagnosis-analyst"] {
             let p = permission(&config, agent);
-            let own: Vec<String> = own_files(agent).iter().map(|f| placement.pattern(f)).collect();
+            let own: Vec<String> = common::own_files(agent).iter().map(|f| placement.pattern(f)).collect();
             for candidate in &candidates {
                 let action = p.evaluate("edit", candidate);
                 let expected = if own.contains(candidate) { Action::Allow } else { Action::Deny };

@@ -15,7 +15,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{git, opencode};
+use common::{git, opencode, own_files};
 use opencode_workspace::*;
 use serde_json::Value;
 
@@ -57,18 +57,6 @@ fn place(place: Where, base: &Path) -> (PathBuf, String) {
             let relative = ws.to_str().unwrap().trim_start_matches('/').to_owned();
             (ws, relative)
         }
-    }
-}
-
-fn own_files(agent: &str) -> Vec<&'static str> {
-    match agent {
-        "evidence-agent" => EVIDENCE_FILES
-            .iter()
-            .copied()
-            .chain([EVIDENCE_AGENT_OUTPUT])
-            .collect(),
-        "diagnosis-analyst" => vec![ANALYST_OUTPUT, REPORT_PATH],
-        _ => vec![],
     }
 }
 

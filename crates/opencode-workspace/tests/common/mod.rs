@@ -117,3 +117,17 @@ pub(crate) fn git(dir: &Path, args: &[&str]) {
         .unwrap_or_else(|e| panic!("git is needed (apt-get install -y git): {e}"));
     assert!(status.success(), "git {args:?} failed in {}", dir.display());
 }
+
+/// The files a subagent may edit, workspace-relative (none for the orchestrator).
+pub(crate) fn own_files(agent: &str) -> Vec<&'static str> {
+    use opencode_workspace::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, EVIDENCE_FILES, REPORT_PATH};
+    match agent {
+        "evidence-agent" => EVIDENCE_FILES
+            .iter()
+            .copied()
+            .chain([EVIDENCE_AGENT_OUTPUT])
+            .collect(),
+        "diagnosis-analyst" => vec![ANALYST_OUTPUT, REPORT_PATH],
+        _ => vec![],
+    }
+}
