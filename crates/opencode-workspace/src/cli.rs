@@ -137,15 +137,9 @@ impl OpenCodeCli {
         &self.program
     }
 
-    /// Runs `opencode <args>` in `cwd` with `extra_env` added; a non-zero exit is a
-    /// [`CliOutput`] with `success == false`, not an error.
-    pub fn run_with_env(
-        &self,
-        cwd: &Path,
-        args: &[&str],
-        extra_env: &[(&str, &str)],
-    ) -> Result<CliOutput, WorkspaceError> {
-        let shown = args.join(" ");
+    /// The command `opencode <args>` in `cwd`, with this runner's environment, for a
+    /// caller that starts it itself (for example `opencode serve`).
+    pub fn command(&self, cwd: &Path, args: &[&str]) -> Result<Command, WorkspaceError> {
         let mut command = Command::new(&self.program);
         command.args(args).current_dir(cwd);
         if let Some(home) = &self.home {
@@ -172,6 +166,19 @@ impl OpenCodeCli {
         for (key, value) in &self.env {
             command.env(key, value);
         }
+        Ok(command)
+    }
+
+    /// Runs `opencode <args>` in `cwd` with `extra_env` added; a non-zero exit is a
+    /// [`CliOutput`] with `success == false`, not an error.
+    pub fn run_with_env(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Result<CliOutput, WorkspaceError> {
+        let shown = args.join(" ");
+        let mut command = self.command(cwd, args)?;
         for (key, value) in extra_env {
             command.env(key, value);
         }

@@ -13,7 +13,10 @@
 mod common;
 
 use std::fs;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 
 use common::{git, opencode, own_files};
 use opencode_workspace::*;
@@ -76,6 +79,74 @@ const PROBES: [&str; 12] = [
     "README.md",
 ];
 
+/// Ends `opencode serve` however the test leaves.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The worktree OpenCode itself uses for `ws`: `opencode serve` answers `GET /path` with
+/// `{directory, worktree, ...}`.
+fn worktree_opencode_reports(cli: &OpenCodeCli, ws: &Path) -> PathBuf {
+    // `--port 0` means OpenCode's default 4096, not a free port: pick one.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut command = cli
+        .command(ws, &["serve", "--port", &port, "--hostname", "127.0.0.1"])
+        .unwrap();
+    let mut server = Server(
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = server.0.stdout.take().unwrap();
+    let address = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.split("http://")
+                .nth(1)
+                .map(|rest| rest.trim().to_owned())
+        })
+        .expect("opencode serve printed no address");
+    let stream = TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    // HTTP/1.0 gets a plain body with a Content-Length (the server keeps the connection).
+    write!(&stream, "GET /path HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut reader = BufReader::new(&stream);
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).unwrap();
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let paths: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(paths["directory"], ws.to_str().unwrap());
+    PathBuf::from(paths["worktree"].as_str().unwrap())
+}
+
 /// Runs OpenCode's own `write` tool as `agent`; `true` when OpenCode let it write.
 fn opencode_writes(cli: &OpenCodeCli, ws: &Path, agent: &str, target: &Path) -> bool {
     let params = serde_json::json!({
@@ -134,6 +205,12 @@ fn check_placement(kind: Where) {
         .unwrap();
     assert_eq!(report.placement.relative(), expected, "{kind:?}");
     let cli = opencode(home.path());
+    // The worktree the generator computed is the one OpenCode uses.
+    assert_eq!(
+        worktree_opencode_reports(&cli, &ws),
+        project_worktree(&ws).unwrap().path(),
+        "{kind:?}"
+    );
 
     // The resolved configuration: default agent, the three agents, prompts read from files.
     let out = cli.run(&ws, &["debug", "config"]).unwrap();
