@@ -9,6 +9,7 @@ use crate::layout::{
 };
 use crate::names::{AgentRole, FALLBACK_AGENT, SkillName};
 use crate::ordered_json::{Json, Object};
+use crate::placement::Placement;
 
 /// What the OpenCode runtime of the workspace can do for delegation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -344,6 +345,19 @@ pub(crate) struct AgentSpec {
     pub(crate) todo: bool,
 }
 
+/// The permission of the Task-capability probe: deny everything but starting the two
+/// subagents, exactly the orchestrator's `task` rule.
+pub(crate) fn task_probe_permission() -> Json {
+    Permission(vec![
+        ("*".to_owned(), PermissionValue::All(Action::Deny)),
+        (
+            "task".to_owned(),
+            deny_all_but(AgentRole::SUBAGENTS.iter().map(|r| r.as_str().to_owned())),
+        ),
+    ])
+    .to_json()
+}
+
 /// The managed evidence tool packages the evidence agent uses by default.
 pub(crate) const DEFAULT_EVIDENCE_TOOLS: &str = "managed_auto_oncall_*";
 
@@ -467,7 +481,10 @@ fn deny_all_but(allowed: impl IntoIterator<Item = String>) -> PermissionValue {
 
 impl AgentSpec {
     /// The permission object: `"*": "deny"` first, then explicit rules. No rule asks.
-    pub(crate) fn permission(&self) -> Permission {
+    /// Edit patterns are the agent's own files as OpenCode names them for a workspace at
+    /// `placement` (relative to the project worktree). Only keys with a tool behind them in
+    /// OpenCode 1.18.33 are written (no `list`, no `todoread`).
+    pub(crate) fn permission(&self, placement: &Placement) -> Permission {
         let allow = PermissionValue::All(Action::Allow);
         let deny = PermissionValue::All(Action::Deny);
         let mut entries = vec![
@@ -483,8 +500,10 @@ impl AgentSpec {
             ),
             ("glob".to_owned(), allow.clone()),
             ("grep".to_owned(), allow.clone()),
-            ("list".to_owned(), allow.clone()),
-            ("edit".to_owned(), deny_all_but(self.edit.iter().cloned())),
+            (
+                "edit".to_owned(),
+                deny_all_but(self.edit.iter().map(|file| placement.pattern(file))),
+            ),
             ("bash".to_owned(), deny_all_but(self.bash.iter().cloned())),
             ("webfetch".to_owned(), deny.clone()),
             ("external_directory".to_owned(), deny.clone()),
@@ -501,7 +520,6 @@ impl AgentSpec {
         }
         if self.todo {
             entries.push(("todowrite".to_owned(), allow.clone()));
-            entries.push(("todoread".to_owned(), allow.clone()));
         }
         for tool in &self.tools {
             entries.push((tool.clone(), allow.clone()));
@@ -509,14 +527,14 @@ impl AgentSpec {
         Permission(entries)
     }
 
-    /// The `agent.<name>` JSON value.
-    pub(crate) fn to_json(&self) -> Json {
+    /// The `agent.<name>` JSON value for a workspace at `placement`.
+    pub(crate) fn to_json(&self, placement: &Placement) -> Json {
         let mut object = Object::new();
         object.insert("description", Json::str(self.description));
         object.insert("mode", Json::str(self.mode.as_str()));
         object.insert("prompt", Json::str(prompt_reference(&self.name)));
         object.insert("steps", Json::Number(self.steps.into()));
-        object.insert("permission", self.permission().to_json());
+        object.insert("permission", self.permission(placement).to_json());
         Json::Object(object)
     }
 }
@@ -662,6 +680,7 @@ fn check_agent(
     spec: &AgentSpec,
     agent: &AgentConfig,
     catalog: &SkillCatalog,
+    placement: &Placement,
 ) -> Vec<ConfigProblem> {
     let name = spec.name.clone();
     let mut problems = Vec::new();
@@ -761,21 +780,28 @@ fn check_agent(
             }
         }
     }
-    // edit
+    // edit: OpenCode checks paths relative to the worktree, so the agent's own files are
+    // its workspace-relative outputs under the placement prefix, and nothing else.
+    let own: Vec<String> = spec.edit.iter().map(|f| placement.pattern(f)).collect();
     for pattern in allow_patterns("edit") {
-        if !is_literal(&pattern) || !spec.edit.contains(&pattern) {
+        if !is_literal(&pattern) || !own.contains(&pattern) {
             problems.push(ConfigProblem::EditScope {
                 agent: name.clone(),
                 detail: format!("allows {pattern:?}"),
             });
         }
     }
-    for probe in EDIT_PROBES
+    let unprefixed = EDIT_PROBES
         .iter()
         .map(|p| (*p).to_owned())
-        .chain(spec.edit.iter().cloned())
-    {
-        let expected = if spec.edit.contains(&probe) {
+        .chain(spec.edit.iter().cloned());
+    let probes = EDIT_PROBES
+        .iter()
+        .map(|p| placement.pattern(p))
+        .chain(own.iter().cloned())
+        .chain(unprefixed);
+    for probe in probes {
+        let expected = if own.contains(&probe) {
             Action::Allow
         } else {
             Action::Deny
@@ -821,16 +847,28 @@ fn check_agent(
     problems
 }
 
-/// Everything in `config` that breaks the rules of the agents generated for `support`:
-/// the expected agents with their modes, prompts, steps and descriptions; `default_agent`;
-/// every permission opening with `"*": "deny"` and never asking; explicit `read`, `edit`,
-/// `bash`, `webfetch`, `external_directory` and `skill` rules; only the orchestrator having
-/// a `task` rule, allowing exactly the two subagents; edits limited to each agent's own
-/// output files; skills limited to each agent's load groups; no external directories.
+/// [`config_problems_at`] for a workspace that is the project worktree itself (a git root).
 pub fn config_problems(
     config: &OpenCodeConfig,
     catalog: &SkillCatalog,
     support: TaskSupport,
+) -> Vec<ConfigProblem> {
+    config_problems_at(config, catalog, support, &Placement::worktree_root())
+}
+
+/// Everything in `config` that breaks the rules of the agents generated for `support`
+/// in a workspace at `placement` inside the OpenCode worktree:
+/// the expected agents with their modes, prompts, steps and descriptions; `default_agent`;
+/// every permission opening with `"*": "deny"` and never asking; explicit `read`, `edit`,
+/// `bash`, `webfetch`, `external_directory` and `skill` rules; only the orchestrator having
+/// a `task` rule, allowing exactly the two subagents; edits limited to each agent's own
+/// output files (as OpenCode names them from the worktree); skills limited to each
+/// agent's load groups; no external directories.
+pub fn config_problems_at(
+    config: &OpenCodeConfig,
+    catalog: &SkillCatalog,
+    support: TaskSupport,
+    placement: &Placement,
 ) -> Vec<ConfigProblem> {
     let specs = agent_specs(catalog, support, StepLimits::default(), &[], &[]);
     let mut problems = Vec::new();
@@ -858,7 +896,7 @@ pub fn config_problems(
     for spec in &specs {
         match config.agent(&spec.name) {
             None => problems.push(ConfigProblem::MissingAgent(spec.name.clone())),
-            Some(agent) => problems.extend(check_agent(spec, agent, catalog)),
+            Some(agent) => problems.extend(check_agent(spec, agent, catalog, placement)),
         }
     }
     problems

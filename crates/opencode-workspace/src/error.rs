@@ -121,6 +121,44 @@ pub enum WorkspaceError {
         /// Why it was refused.
         refusal: Refusal,
     },
+    /// The workspace's path inside the OpenCode worktree cannot be written as a literal
+    /// permission pattern.
+    #[error("cannot confine edits for a workspace at {path}: {reason}")]
+    UnsupportedPlacement {
+        /// The workspace (or relative path) refused.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// `opencode.json` already names another `default_agent`; it is left as it is and
+    /// nothing is written.
+    #[error(
+        "opencode.json already sets default_agent to {existing:?}; remove it or set it to {generated:?} (nothing was written)"
+    )]
+    DefaultAgentConflict {
+        /// The user's value.
+        existing: String,
+        /// The agent the generator would set.
+        generated: String,
+    },
+    /// A `SKILL_CATALOG.md` source file is malformed.
+    #[error("malformed skill catalog {path}, line {line}: {reason}")]
+    CatalogSource {
+        /// The file (or `<memory>`).
+        path: PathBuf,
+        /// One-based line of the problem (0 when it concerns the whole file).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Running the OpenCode command line failed, or its output was not understood.
+    #[error("opencode {command}: {reason}")]
+    OpenCode {
+        /// The subcommand (e.g. `debug agent diagnosis-orchestrator`).
+        command: String,
+        /// What went wrong, with OpenCode's own error text when it gave one.
+        reason: String,
+    },
     /// Serializing generated content failed.
     #[error("cannot serialize {what}: {reason}")]
     Serialize {

@@ -16,9 +16,11 @@ use crate::layout::{
     AGENT_RUNS_DIR, ANALYST_SCHEMA_PATH, CATALOG_PATH, CONFIG_PATH, CONFIG_SCHEMA_URL,
     EVIDENCE_SCHEMA_PATH, EVIDENCES_DIR, MANIFEST_PATH, SKILL_DISCOVERY_DIRS, prompt_path,
 };
+use crate::mcp::McpServer;
 use crate::names::{AgentRole, FALLBACK_AGENT};
 use crate::ordered_json::{Json, Object};
 use crate::outputs::{diagnosis_analyst_schema, evidence_agent_schema};
+use crate::placement::Placement;
 use crate::protocol::{
     FALLBACK_NOTICE, analyst_prompt, evidence_agent_prompt, fallback_prompt, orchestrator_prompt,
 };
@@ -38,6 +40,10 @@ pub struct GenerateOptions {
     /// Tool-name patterns `evidence-agent` may use, by default the managed evidence tool
     /// packages (`managed_auto_oncall_*`). A pattern may not match a built-in permission.
     pub evidence_tools: Vec<String>,
+    /// Local MCP servers registered under `mcp` in `opencode.json` (one per managed tool
+    /// package). Every tool name OpenCode derives from them (`<server>_<tool>`) must be
+    /// matched by an [`evidence_tools`](Self::evidence_tools) pattern. Empty by default.
+    pub mcp_servers: Vec<McpServer>,
 }
 
 impl Default for GenerateOptions {
@@ -47,6 +53,7 @@ impl Default for GenerateOptions {
             steps: StepLimits::default(),
             evidence_commands: Vec::new(),
             evidence_tools: vec![DEFAULT_EVIDENCE_TOOLS.to_owned()],
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -55,6 +62,12 @@ impl GenerateOptions {
     /// Sets what the runtime's Task tool supports.
     pub fn with_task_support(mut self, support: TaskSupport) -> Self {
         self.task_support = support;
+        self
+    }
+
+    /// Registers a local MCP server in `opencode.json`.
+    pub fn with_mcp_server(mut self, server: McpServer) -> Self {
+        self.mcp_servers.push(server);
         self
     }
 
@@ -97,6 +110,8 @@ pub struct GenerationReport {
     pub created_dirs: Vec<String>,
     /// Files of an earlier generation that this mode no longer uses; they are left in place.
     pub stale: Vec<String>,
+    /// Where the workspace sits in the OpenCode worktree; the edit patterns carry it.
+    pub placement: Placement,
 }
 
 impl GenerationReport {
@@ -163,6 +178,7 @@ pub struct Generator {
     specs: Vec<AgentSpec>,
     files: Vec<GeneratedFile>,
     mode: Mode,
+    mcp_servers: Vec<McpServer>,
 }
 
 impl Generator {
@@ -179,6 +195,7 @@ impl Generator {
         for pattern in &options.evidence_tools {
             check_tool_pattern(pattern)?;
         }
+        check_mcp_servers(&options)?;
         let support = options.task_support;
         let specs = agent_specs(
             catalog,
@@ -237,7 +254,12 @@ impl Generator {
                 reason: "it is on a skill discovery path",
             });
         }
-        Ok(Self { specs, files, mode })
+        Ok(Self {
+            specs,
+            files,
+            mode,
+            mcp_servers: options.mcp_servers,
+        })
     }
 
     /// Which configuration this generator writes.
@@ -250,11 +272,19 @@ impl Generator {
         &self.files
     }
 
-    /// The `opencode.json` text: `existing` (when given) with `$schema` added if absent,
-    /// `default_agent` set, and the generated agents set under `agent`; every other key
-    /// keeps its place and value. Reserved Investibook agents this mode does not use are
-    /// removed from `agent`.
-    pub fn render_config(&self, existing: Option<&str>) -> Result<String, WorkspaceError> {
+    /// The `opencode.json` text for a workspace at `placement`: `existing` (when given)
+    /// with `$schema` added if absent, `default_agent` set, the generated agents set under
+    /// `agent` and the MCP servers under `mcp`; every other key keeps its place and value.
+    /// Reserved Investibook agents this mode does not use are removed from `agent`.
+    ///
+    /// A `default_agent` naming an agent other than the Investibook ones is the user's
+    /// choice: it is never overwritten, the call fails with
+    /// [`WorkspaceError::DefaultAgentConflict`].
+    pub fn render_config(
+        &self,
+        existing: Option<&str>,
+        placement: &Placement,
+    ) -> Result<String, WorkspaceError> {
         let unreadable = |reason: String| WorkspaceError::Unreadable {
             path: CONFIG_PATH.into(),
             reason,
@@ -274,6 +304,18 @@ impl Generator {
             .find(|s| s.mode == AgentMode::Primary)
             .map(|s| s.name.clone())
             .unwrap_or_default();
+        let reserved = |name: &str| AgentRole::from_name(name).is_some() || name == FALLBACK_AGENT;
+        if let Some(existing) = root.get("default_agent") {
+            match existing.as_str() {
+                Some(name) if reserved(name) => {}
+                other => {
+                    return Err(WorkspaceError::DefaultAgentConflict {
+                        existing: other.map_or_else(|| "(not a string)".to_owned(), str::to_owned),
+                        generated: primary,
+                    });
+                }
+            }
+        }
         root.insert("default_agent", Json::str(primary));
         let mut agents = match root.remove("agent") {
             None => Object::new(),
@@ -290,9 +332,20 @@ impl Generator {
             }
         }
         for spec in &self.specs {
-            agents.insert(spec.name.clone(), spec.to_json());
+            agents.insert(spec.name.clone(), spec.to_json(placement));
         }
         root.insert("agent", Json::Object(agents));
+        if !self.mcp_servers.is_empty() {
+            let mut servers = match root.remove("mcp") {
+                None => Object::new(),
+                Some(Json::Object(servers)) => servers,
+                Some(_) => return Err(unreadable("`mcp` is not an object".to_owned())),
+            };
+            for server in &self.mcp_servers {
+                servers.insert(server.name().to_owned(), server.to_json());
+            }
+            root.insert("mcp", Json::Object(servers));
+        }
         Json::Object(root)
             .to_pretty()
             .map_err(|e| WorkspaceError::Serialize {
@@ -301,7 +354,15 @@ impl Generator {
             })
     }
 
-    /// Writes the workspace under `root` (which must exist).
+    /// Writes the workspace under `root` (which must exist), with edit patterns for the
+    /// placement OpenCode will see ([`Placement::detect`]).
+    pub fn write(&self, root: &Path) -> Result<GenerationReport, WorkspaceError> {
+        let placement = Placement::detect(root)?;
+        self.write_at(root, &placement)
+    }
+
+    /// Writes the workspace under `root` (which must exist) for a workspace at `placement`
+    /// inside the OpenCode worktree.
     ///
     /// A file is written only when it is missing, or when it is the generator's own
     /// (its bytes match the digest recorded in `.opencode/investibook/generated.json`) and
@@ -309,7 +370,11 @@ impl Generator {
     /// conflict: nothing at all is written and the error lists it. `opencode.json` is
     /// merged, not replaced. No file is ever deleted, and nothing under
     /// `.opencode/skills` or `.opencode/.all-skills` is read or written.
-    pub fn write(&self, root: &Path) -> Result<GenerationReport, WorkspaceError> {
+    pub fn write_at(
+        &self,
+        root: &Path,
+        placement: &Placement,
+    ) -> Result<GenerationReport, WorkspaceError> {
         let meta =
             fs::symlink_metadata(root).map_err(|e| WorkspaceError::io("inspect", root, e))?;
         if !meta.is_dir() {
@@ -399,7 +464,7 @@ impl Generator {
                 )
             }
         };
-        let config = self.render_config(existing_text)?;
+        let config = self.render_config(existing_text, placement)?;
         let config_change = match existing_text {
             None => FileChange::Created,
             Some(text) if text == config => FileChange::Unchanged,
@@ -470,8 +535,43 @@ impl Generator {
             files: report_files,
             created_dirs,
             stale,
+            placement: placement.clone(),
         })
     }
+}
+
+/// Refuses MCP servers whose tools the evidence agent would not be permitted, and
+/// duplicate server names.
+fn check_mcp_servers(options: &GenerateOptions) -> Result<(), WorkspaceError> {
+    for (index, server) in options.mcp_servers.iter().enumerate() {
+        if options.mcp_servers[..index]
+            .iter()
+            .any(|s| s.name() == server.name())
+        {
+            return Err(WorkspaceError::InvalidOption {
+                option: "mcp server",
+                reason: format!("server {} is registered twice", server.name()),
+            });
+        }
+        // Any tool of the server is `<server>_<tool>`: a pattern must cover the prefix
+        // for every tool name, which a trailing `*` after the prefix (or earlier) does.
+        let probe = server.tool_name("any_tool");
+        let covered = options.evidence_tools.iter().any(|pattern| {
+            let matcher = wildmatch::WildMatch::new(pattern);
+            matcher.matches(&probe) && matcher.matches(&server.tool_name("x"))
+        });
+        if !covered {
+            return Err(WorkspaceError::InvalidOption {
+                option: "mcp server",
+                reason: format!(
+                    "the tools of server {} ({}) match no evidence tool pattern, so evidence-agent could not use them",
+                    server.name(),
+                    server.tool_name("<tool>")
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `true` for a `/`-separated relative path of normal components.

@@ -55,8 +55,8 @@ pub enum DiagnosisAnalystId {
 }
 
 /// The normalized diagnosis time range. Every field is optional; `{}` means unknown.
+/// Other fields are accepted (the plan leaves the object open) and ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct TimeRange {
     /// Start, RFC 3339 with offset (e.g. `2026-05-18T10:00:00+08:00`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,9 +69,9 @@ pub struct TimeRange {
     pub timezone: Option<String>,
 }
 
-/// The normalized diagnosis scope.
+/// The normalized diagnosis scope. The plan's five fields are required; other fields are
+/// accepted and ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Scope {
     /// Cluster id; empty when unknown.
     pub cluster_id: String,
@@ -85,9 +85,9 @@ pub struct Scope {
     pub keyspace_id: String,
 }
 
-/// `evidences/agent-runs/evidence-agent.json`.
+/// `evidences/agent-runs/evidence-agent.json`. Every field the plan lists is required;
+/// other fields are accepted (the plan says "must include", not "only") and ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct EvidenceAgentOutput {
     /// Always `evidence-agent`.
     pub agent: EvidenceAgentId,
@@ -109,14 +109,31 @@ pub struct EvidenceAgentOutput {
     pub next_recommended_skills: Vec<String>,
 }
 
-/// A candidate cause the analyst rejected, and why.
+/// A candidate cause the analyst rejected: a sentence, or an object naming the cause
+/// (and, usually, the evidence that rules it out). The plan leaves the item shape open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RejectedCause {
-    /// The candidate cause.
-    pub cause: String,
-    /// The evidence that rules it out.
-    pub reason: String,
+#[serde(untagged)]
+pub enum RejectedCause {
+    /// The cause and why it was rejected, in one sentence.
+    Text(String),
+    /// The cause with its reason; other fields are accepted and ignored.
+    Detailed {
+        /// The candidate cause.
+        cause: String,
+        /// The evidence that rules it out.
+        #[serde(default)]
+        reason: String,
+    },
+}
+
+impl RejectedCause {
+    /// The candidate cause (the whole sentence for [`RejectedCause::Text`]).
+    pub fn cause(&self) -> &str {
+        match self {
+            Self::Text(text) => text,
+            Self::Detailed { cause, .. } => cause,
+        }
+    }
 }
 
 /// Result of a quality check.
@@ -132,8 +149,8 @@ pub enum CheckResult {
 }
 
 /// One review step of the analyst (evidence-chain review, required metric checks, ...).
+/// Other fields are accepted and ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct QualityCheck {
     /// Check name, snake_case (e.g. `tidb_go_gc_metrics`, `evidence_chain_review`).
     #[schemars(length(min = 1))]
@@ -144,9 +161,9 @@ pub struct QualityCheck {
     pub detail: String,
 }
 
-/// `evidences/agent-runs/diagnosis-analyst.json`.
+/// `evidences/agent-runs/diagnosis-analyst.json`. Every field the plan lists is required;
+/// other fields are accepted and ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct DiagnosisAnalystOutput {
     /// Always `diagnosis-analyst`.
     pub agent: DiagnosisAnalystId,
@@ -158,7 +175,7 @@ pub struct DiagnosisAnalystOutput {
     pub confidence: Confidence,
     /// The evidence the root cause rests on (file paths with the fact each shows).
     pub key_evidence: Vec<String>,
-    /// Candidate causes ruled out, with reasons.
+    /// Candidate causes ruled out, as sentences or `{cause, reason}` objects.
     pub rejected_causes: Vec<RejectedCause>,
     /// `true` when the orchestrator should run one more evidence pass.
     pub needs_more_evidence: bool,

@@ -302,3 +302,73 @@ proptest! {
         }
     }
 }
+
+fn group_names(catalog: &SkillCatalog) -> Vec<(String, Vec<String>)> {
+    catalog
+        .groups()
+        .iter()
+        .map(|g| {
+            (
+                g.name().to_string(),
+                g.skills().iter().map(ToString::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_seed_shaped_source_file_reads_as_the_built_in_catalog() {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agentkit/config/SKILL_CATALOG.md");
+    let loaded = SkillCatalog::load(&source).unwrap();
+    let built_in = SkillCatalog::investibook().unwrap();
+    assert_eq!(group_names(&loaded), group_names(&built_in));
+    assert_eq!(
+        loaded.default_skills(AgentRole::EvidenceAgent),
+        built_in.default_skills(AgentRole::EvidenceAgent)
+    );
+    let skills = SkillsTree::load(common::fixture_skills()).unwrap();
+    loaded.validate(&skills).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    Generator::new(&loaded, &skills, GenerateOptions::default())
+        .unwrap()
+        .write(dir.path())
+        .unwrap();
+    // The catalog the generator writes reads back to the same groups.
+    let written = SkillCatalog::load(dir.path().join(CATALOG_PATH)).unwrap();
+    assert_eq!(group_names(&written), group_names(&built_in));
+}
+
+#[test]
+fn a_malformed_source_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("SKILL_CATALOG.md");
+    std::fs::write(&path, "# Catalog\n\n- `core`\n  - `Time Conversion`\n").unwrap();
+    let err = SkillCatalog::load(&path).unwrap_err();
+    assert!(
+        matches!(&err, WorkspaceError::CatalogSource { line: 4, .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("SKILL_CATALOG.md"), "{message}");
+    assert!(message.contains("line 4"), "{message}");
+    // A well-formed file whose groups break the loading rules is refused by validation.
+    std::fs::write(
+        &path,
+        "- core\n  - jira\n- data-access\n  - jira\n- diagnosis\n  - tikv-memory\n",
+    )
+    .unwrap();
+    let catalog = SkillCatalog::load(&path).unwrap();
+    let skills = SkillsTree::load(common::fixture_skills()).unwrap();
+    assert!(
+        catalog
+            .problems(&skills)
+            .contains(&CatalogProblem::DataAccessForAnalyst(
+                SkillName::new("jira").unwrap()
+            ))
+    );
+    assert!(matches!(
+        SkillCatalog::load(dir.path().join("missing.md")),
+        Err(WorkspaceError::Io { .. })
+    ));
+}

@@ -14,7 +14,10 @@ const SUBAGENTS: [&str; 2] = ["evidence-agent", "diagnosis-analyst"];
 
 fn generated(support: TaskSupport) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    common::generator(support).write(dir.path()).unwrap();
+    // As if the temporary folder were a git root: patterns are workspace-relative.
+    common::generator(support)
+        .write_at(dir.path(), &Placement::worktree_root())
+        .unwrap();
     let text = fs::read_to_string(dir.path().join(CONFIG_PATH)).unwrap();
     (dir, text)
 }
@@ -366,7 +369,12 @@ fn evidence_commands_and_tools_are_options() {
     let skills = SkillsTree::load(common::fixture_skills()).unwrap();
     let options = GenerateOptions::default().allow_evidence_command("clinic *");
     let generator = Generator::new(&catalog(), &skills, options).unwrap();
-    let config = OpenCodeConfig::parse(&generator.render_config(None).unwrap()).unwrap();
+    let config = OpenCodeConfig::parse(
+        &generator
+            .render_config(None, &Placement::worktree_root())
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         config_problems(&config, &catalog(), TaskSupport::PromptList),
         vec![]
@@ -418,7 +426,7 @@ proptest! {
             "[a-z./_*-]{0,30}",
         ],
     ) {
-        let text = common::generator(TaskSupport::PromptList).render_config(None).unwrap();
+        let text = common::generator(TaskSupport::PromptList).render_config(None, &Placement::worktree_root()).unwrap();
         let config = OpenCodeConfig::parse(&text).unwrap();
         let own: [(&str, Vec<&str>); 3] = [
             ("diagnosis-orchestrator", vec![]),
@@ -438,6 +446,90 @@ proptest! {
             }
             if key == "external_directory" {
                 prop_assert_eq!(action, Some(Action::Deny));
+            }
+        }
+    }
+}
+
+#[test]
+fn edit_patterns_carry_the_placement_and_nothing_else() {
+    let generator = common::generator(TaskSupport::PromptList);
+    let placement = Placement::new("srv/investibook/ws-1").unwrap();
+    let text = generator.render_config(None, &placement).unwrap();
+    let config = OpenCodeConfig::parse(&text).unwrap();
+    assert_eq!(
+        config_problems_at(&config, &catalog(), TaskSupport::PromptList, &placement),
+        vec![]
+    );
+    // Checked for another placement, the same file is wrong: its files are elsewhere.
+    assert!(
+        config_problems(&config, &catalog(), TaskSupport::PromptList)
+            .iter()
+            .any(|p| matches!(p, ConfigProblem::EditScope { .. }))
+    );
+    let evidence = permission(&config, "evidence-agent");
+    assert_eq!(
+        evidence.evaluate("edit", "srv/investibook/ws-1/evidences/metrics.json"),
+        Some(Action::Allow)
+    );
+    // The same name at the worktree root or in another workspace is another file.
+    for other in [
+        "evidences/metrics.json",
+        "srv/investibook/ws-2/evidences/metrics.json",
+        "srv/investibook/ws-1/evidences/other.json",
+    ] {
+        assert_eq!(
+            evidence.evaluate("edit", other),
+            Some(Action::Deny),
+            "{other}"
+        );
+    }
+    assert!(!text.contains("\"todoread\""), "{text}");
+    assert!(!text.contains("\"list\""), "{text}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Wherever the workspace lives, a subagent may edit exactly its own files as OpenCode
+    /// names them from the worktree, and no other path.
+    #[test]
+    fn edits_never_reach_outside_the_agents_own_files(
+        parts in proptest::collection::vec("[A-Za-z0-9 ._-]{1,8}", 0..4),
+        input in prop_oneof![
+            Just(String::new()),
+            "[a-z./_*-]{0,30}",
+        ],
+        pick in 0usize..7,
+    ) {
+        prop_assume!(parts.iter().all(|p| p != "." && p != ".."));
+        let placement = Placement::new(&parts.join("/")).unwrap();
+        let text = common::generator(TaskSupport::PromptList)
+            .render_config(None, &placement)
+            .unwrap();
+        let config = OpenCodeConfig::parse(&text).unwrap();
+        prop_assert_eq!(
+            config_problems_at(&config, &catalog(), TaskSupport::PromptList, &placement),
+            vec![]
+        );
+        let all: Vec<&str> = common::own_files("evidence-agent")
+            .into_iter()
+            .chain(common::own_files("diagnosis-analyst"))
+            .collect();
+        // Half the inputs are the placed own files of one of the agents, or their suffixes.
+        let candidates = [
+            input.clone(),
+            placement.pattern(all[pick]),
+            all[pick].to_owned(),
+            format!("x/{}", placement.pattern(all[pick])),
+        ];
+        for agent in ["diagnosis-orchestrator", "evidence-agent", "diagnosis-analyst"] {
+            let p = permission(&config, agent);
+            let own: Vec<String> = common::own_files(agent).iter().map(|f| placement.pattern(f)).collect();
+            for candidate in &candidates {
+                let action = p.evaluate("edit", candidate);
+                let expected = if own.contains(candidate) { Action::Allow } else { Action::Deny };
+                prop_assert_eq!(action, Some(expected), "{} {}", agent, candidate);
             }
         }
     }

@@ -132,12 +132,17 @@ fn regeneration_is_byte_identical() {
         "second run changed bytes or times"
     );
 
-    // Deterministic across workspaces and generator instances too.
-    let other = tempfile::tempdir().unwrap();
+    // Deterministic across workspaces at the same placement and generator instances too.
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = Placement::worktree_root();
+    generator.write_at(one.path(), &root).unwrap();
     common::generator(TaskSupport::PromptList)
-        .write(other.path())
+        .write_at(two.path(), &root)
         .unwrap();
-    assert_eq!(contents(&snapshot(other.path())), contents(&first));
+    assert_eq!(
+        contents(&snapshot(one.path())),
+        contents(&snapshot(two.path()))
+    );
 }
 
 const USER_CONFIG: &str = r#"{
@@ -154,7 +159,7 @@ const USER_CONFIG: &str = r#"{
     "reviewer": { "description": "Reviews", "mode": "subagent", "temperature": 0.1 },
     "evidence-agent": { "description": "stale", "mode": "all" }
   },
-  "default_agent": "build"
+  "default_agent": "evidence-agent"
 }
 "#;
 
@@ -201,10 +206,41 @@ fn existing_opencode_json_is_merged_not_replaced() {
 
     let config = OpenCodeConfig::parse(&text).unwrap();
     assert_eq!(
-        config_problems(&config, &common::catalog(), TaskSupport::PromptList),
+        config_problems_at(
+            &config,
+            &common::catalog(),
+            TaskSupport::PromptList,
+            &report.placement
+        ),
         vec![]
     );
     assert!(generator.write(dir.path()).unwrap().is_unchanged());
+}
+
+#[test]
+fn a_default_agent_the_user_chose_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = USER_CONFIG.replace(
+        "\"default_agent\": \"evidence-agent\"",
+        "\"default_agent\": \"build\"",
+    );
+    write(dir.path(), CONFIG_PATH, &user);
+    let before = snapshot(dir.path());
+    let err = generator(TaskSupport::PromptList)
+        .write(dir.path())
+        .unwrap_err();
+    match &err {
+        WorkspaceError::DefaultAgentConflict {
+            existing,
+            generated,
+        } => {
+            assert_eq!(existing, "build");
+            assert_eq!(generated, "diagnosis-orchestrator");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("\"build\""), "{err}");
+    assert_eq!(snapshot(dir.path()), before, "something was written");
 }
 
 #[test]
@@ -287,7 +323,12 @@ fn fallback_is_one_agent_and_says_so() {
     );
     assert_eq!(config.default_agent.as_deref(), Some(FALLBACK_AGENT));
     assert_eq!(
-        config_problems(&config, &common::catalog(), TaskSupport::Unavailable),
+        config_problems_at(
+            &config,
+            &common::catalog(),
+            TaskSupport::Unavailable,
+            &report.placement
+        ),
         vec![]
     );
     let prompt = fs::read_to_string(
@@ -309,13 +350,18 @@ fn fallback_is_one_agent_and_says_so() {
     }
     assert!(generator.write(dir.path()).unwrap().is_unchanged());
     // And back: the three agents return, the fallback agent leaves the configuration.
-    common::generator(TaskSupport::PromptList)
+    let back = common::generator(TaskSupport::PromptList)
         .write(dir.path())
         .unwrap();
     let text = fs::read_to_string(dir.path().join(CONFIG_PATH)).unwrap();
     let config = OpenCodeConfig::parse(&text).unwrap();
     assert_eq!(
-        config_problems(&config, &common::catalog(), TaskSupport::PromptList),
+        config_problems_at(
+            &config,
+            &common::catalog(),
+            TaskSupport::PromptList,
+            &back.placement
+        ),
         vec![]
     );
 }

@@ -59,7 +59,8 @@ fn workspace_schemas_are_the_generated_ones_and_valid_json_schema() {
         let written: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(written, schema, "{path}");
         jsonschema::meta::validate(&written).unwrap_or_else(|e| panic!("{path}: {e}"));
-        assert_eq!(written["additionalProperties"], json!(false), "{path}");
+        // The plan says what an output must include, not that it may hold nothing else.
+        assert_ne!(written["additionalProperties"], json!(false), "{path}");
         assert!(jsonschema::validator_for(&written).is_ok());
     }
 }
@@ -128,6 +129,41 @@ fn schemas_accept_the_plans_examples() {
 }
 
 #[test]
+fn schemas_accept_extra_fields_and_causes_as_strings_or_objects() {
+    let evidence = workspace_validator(EVIDENCE_SCHEMA_PATH);
+    let analyst = workspace_validator(ANALYST_SCHEMA_PATH);
+    let mut extra = plan_evidence("ok");
+    extra["collected_at"] = json!("2026-05-18T10:00:00Z");
+    extra["scope"]["region"] = json!("us-east-1");
+    extra["scope"]["time_range"] =
+        json!({"start": "2026-05-18T10:00:00+08:00", "note": "from alert"});
+    assert!(evidence.is_valid(&extra), "{extra}");
+    serde_json::from_value::<EvidenceAgentOutput>(extra).unwrap();
+
+    let mut causes = plan_analyst("ok", "medium");
+    causes["rejected_causes"] = json!([
+        "TiKV hot region: store CPU flat",
+        {"cause": "PD scheduling", "reason": "no operator bursts", "evidence": ["evidences/events.json"]},
+        {"cause": "network"}
+    ]);
+    causes["reviewer_notes"] = json!("extra field");
+    assert!(analyst.is_valid(&causes), "{causes}");
+    let parsed = serde_json::from_value::<DiagnosisAnalystOutput>(causes).unwrap();
+    assert_eq!(
+        parsed
+            .rejected_causes
+            .iter()
+            .map(RejectedCause::cause)
+            .collect::<Vec<_>>(),
+        [
+            "TiKV hot region: store CPU flat",
+            "PD scheduling",
+            "network"
+        ]
+    );
+}
+
+#[test]
 fn schemas_refuse_what_the_plan_does_not_allow() {
     let evidence = workspace_validator(EVIDENCE_SCHEMA_PATH);
     let analyst = workspace_validator(ANALYST_SCHEMA_PATH);
@@ -142,13 +178,13 @@ fn schemas_refuse_what_the_plan_does_not_allow() {
         mutate(plan_evidence("ok"), &|v| {
             v.as_object_mut().unwrap().remove("warnings");
         }),
-        mutate(plan_evidence("ok"), &|v| v["extra"] = json!(1)),
         mutate(plan_evidence("ok"), &|v| {
             v["scope"].as_object_mut().unwrap().remove("keyspace_id");
         }),
         mutate(plan_evidence("ok"), &|v| {
-            v["scope"]["time_range"] = json!({"from": "x"})
+            v["scope"]["time_range"] = json!({"start": 5})
         }),
+        mutate(plan_evidence("ok"), &|v| v["scope"] = json!("cluster c1")),
         mutate(plan_evidence("ok"), &|v| {
             v["next_recommended_skills"] = json!(["Bad Skill"])
         }),
@@ -173,7 +209,13 @@ fn schemas_refuse_what_the_plan_does_not_allow() {
             v["quality_checks"] = json!([{"check": "x", "result": "maybe", "detail": ""}])
         }),
         mutate(plan_analyst("ok", "low"), &|v| {
-            v["rejected_causes"] = json!(["just text"])
+            v["rejected_causes"] = json!([{"reason": "no cause named"}])
+        }),
+        mutate(plan_analyst("ok", "low"), &|v| {
+            v["rejected_causes"] = json!([42])
+        }),
+        mutate(plan_analyst("ok", "low"), &|v| {
+            v.as_object_mut().unwrap().remove("quality_checks");
         }),
     ];
     for example in bad_analyst {

@@ -25,6 +25,9 @@ pub enum ResultError {
     /// The `text` of a result is not exactly the JSON of its `details`.
     #[error("result text is not exactly the JSON serialization of its details")]
     TextMismatch,
+    /// An MCP `CallToolResult` does not carry a managed tool result.
+    #[error("not a managed tool result: {0}")]
+    NotAToolResult(&'static str),
     /// The details break a rule of the contract (for example a success without evidence).
     #[error("inconsistent details: {0}")]
     Inconsistent(&'static str),

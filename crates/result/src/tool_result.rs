@@ -1,6 +1,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::mcp::{McpCallToolResult, McpContent, RESULT_TYPE_COMPLETE};
 use crate::{
     Correction, Details, ErrorCode, Failure, FailureClass, Operation, Origin, PolicySource,
     ResultError,
@@ -92,16 +93,47 @@ impl ToolResult {
         Ok(rebuilt)
     }
 
-    /// The result as an MCP `CallToolResult`: one text content block holding `text`,
-    /// `structuredContent` = `details`, `isError` = failed.
-    pub fn to_mcp(&self) -> McpCallToolResult {
-        McpCallToolResult {
-            content: vec![McpContent::Text {
-                text: self.text.clone(),
-            }],
-            structured_content: self.details.clone(),
-            is_error: self.is_failed(),
+    /// The result as an MCP `CallToolResult`, valid for protocol versions 2025-06-18,
+    /// 2025-11-25 and 2026-07-28: one text content block holding `text`,
+    /// `structuredContent` = `details`, `isError` = failed (always written), and
+    /// `resultType: "complete"`.
+    pub fn to_mcp(&self) -> Result<McpCallToolResult, ResultError> {
+        Ok(McpCallToolResult {
+            content: vec![McpContent::text(self.text.clone())],
+            structured_content: Some(
+                serde_json::to_value(&self.details).map_err(ResultError::Serialize)?,
+            ),
+            is_error: Some(self.is_failed()),
+            result_type: Some(RESULT_TYPE_COMPLETE.to_owned()),
+            meta: None,
+            extra: serde_json::Map::new(),
+        })
+    }
+
+    /// Reads a managed tool's result back from an MCP `CallToolResult`: `structuredContent`
+    /// holds the details, one text block holds exactly their JSON, and `isError` (absent
+    /// meaning false) agrees with the details' status. Other content blocks, `_meta` and
+    /// unknown fields are allowed and ignored.
+    pub fn from_mcp(result: &McpCallToolResult) -> Result<Self, ResultError> {
+        if result.result_type() != RESULT_TYPE_COMPLETE {
+            return Err(ResultError::NotAToolResult("resultType is not complete"));
         }
+        let structured = result
+            .structured_content
+            .clone()
+            .ok_or(ResultError::NotAToolResult("no structuredContent"))?;
+        let details: Details =
+            serde_json::from_value(structured).map_err(ResultError::Serialize)?;
+        let rebuilt = ToolResult::new(details)?;
+        if !result.texts().any(|text| text == rebuilt.text) {
+            return Err(ResultError::TextMismatch);
+        }
+        if result.failed() != rebuilt.is_failed() {
+            return Err(ResultError::NotAToolResult(
+                "isError disagrees with details.status",
+            ));
+        }
+        Ok(rebuilt)
     }
 
     /// The JSON Schema of a serialized `ToolResult`.
@@ -153,29 +185,6 @@ impl<'de> Deserialize<'de> for ToolResult {
         let wire = Wire::deserialize(deserializer)?;
         ToolResult::from_wire(wire).map_err(serde::de::Error::custom)
     }
-}
-
-/// One content block of an MCP tool result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum McpContent {
-    /// A text block.
-    Text {
-        /// The text.
-        text: String,
-    },
-}
-
-/// The JSON shape of an MCP `CallToolResult`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct McpCallToolResult {
-    /// One text block holding the result's `text`.
-    pub content: Vec<McpContent>,
-    /// The result's `details`.
-    pub structured_content: Details,
-    /// True when the result failed.
-    pub is_error: bool,
 }
 
 #[cfg(test)]

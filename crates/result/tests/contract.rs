@@ -260,7 +260,7 @@ fn inconsistent_details_are_refused() {
 fn failed_whenever_status_is_error() {
     let r = golden_rejection();
     assert!(r.is_failed());
-    assert!(r.to_mcp().is_error);
+    assert!(r.to_mcp().unwrap().failed());
     let all_failed = Details::batch(
         origin(Provider::Clinic),
         vec![Item::failure(
@@ -281,8 +281,9 @@ fn failed_whenever_status_is_error() {
 #[test]
 fn mcp_projection() {
     let r = golden_rejection();
-    let mcp = serde_json::to_value(r.to_mcp()).unwrap();
+    let mcp = serde_json::to_value(r.to_mcp().unwrap()).unwrap();
     assert_eq!(mcp["isError"], true);
+    assert_eq!(mcp["resultType"], "complete");
     assert_eq!(mcp["content"][0]["type"], "text");
     assert_eq!(mcp["content"][0]["text"], r.text());
     assert_eq!(
@@ -290,7 +291,7 @@ fn mcp_projection() {
         serde_json::to_value(r.details()).unwrap()
     );
     assert_eq!(
-        serde_json::to_value(golden_success().to_mcp()).unwrap()["isError"],
+        serde_json::to_value(golden_success().to_mcp().unwrap()).unwrap()["isError"],
         false
     );
 }

@@ -99,3 +99,35 @@ pub(crate) fn write(root: &Path, rel: &str, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
 }
+
+/// The pinned OpenCode, run isolated in `home` (HOME and XDG folders inside it, offline
+/// switches set). Fails the test, naming the install command, when it is not installed.
+pub(crate) fn opencode(home: &Path) -> opencode_workspace::OpenCodeCli {
+    let program = opencode_workspace::internal::pinned_opencode().unwrap_or_else(|e| panic!("{e}"));
+    opencode_workspace::OpenCodeCli::new(program).isolated(home)
+}
+
+/// Runs `git` with the given arguments in `dir`, failing the test when it fails.
+pub(crate) fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap_or_else(|e| panic!("git is needed (apt-get install -y git): {e}"));
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+/// The files a subagent may edit, workspace-relative (none for the orchestrator).
+pub(crate) fn own_files(agent: &str) -> Vec<&'static str> {
+    use opencode_workspace::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, EVIDENCE_FILES, REPORT_PATH};
+    match agent {
+        "evidence-agent" => EVIDENCE_FILES
+            .iter()
+            .copied()
+            .chain([EVIDENCE_AGENT_OUTPUT])
+            .collect(),
+        "diagnosis-analyst" => vec![ANALYST_OUTPUT, REPORT_PATH],
+        _ => vec![],
+    }
+}
