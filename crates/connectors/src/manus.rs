@@ -410,7 +410,7 @@ impl ManusConnector {
                     raw.status,
                     body_text(&raw, redactor)
                 ),
-                Some(&raw),
+                Some((&raw, redactor)),
             ));
         }
         match serde_json::from_slice::<Session>(&raw.body) {
@@ -421,9 +421,9 @@ impl ManusConnector {
                     "the session bootstrap answered HTTP {} without a session token ({} bytes, {})",
                     raw.status,
                     raw.body.len(),
-                    raw.body_digest()
+                    raw.body_digest(redactor)
                 ),
-                Some(&raw),
+                Some((&raw, redactor)),
             )),
         }
     }
@@ -474,13 +474,17 @@ fn invalid_reference(error: &ConnectorError, keep: &[String]) -> Failure {
 
 /// A session bootstrap failure: `code` is a `manus_session_*` code, all of class
 /// [`MANUS_SESSION_CLASS`].
-fn bootstrap_failure(code: ErrorCode, detail: String, raw: Option<&RawResponse>) -> Box<Failure> {
+fn bootstrap_failure(
+    code: ErrorCode,
+    detail: String,
+    raw: Option<(&RawResponse, &Redactor)>,
+) -> Box<Failure> {
     let mut failure = Failure::new(code, MANUS_SESSION_CLASS, detail)
         .with_correction(Correction::for_class(MANUS_SESSION_CLASS, None, Vec::new()));
-    if let Some(raw) = raw {
+    if let Some((raw, redactor)) = raw {
         failure = failure
             .with_http_status(raw.status)
-            .with_body_digest(raw.body_digest());
+            .with_body_digest(raw.body_digest(redactor));
     }
     Box::new(failure)
 }

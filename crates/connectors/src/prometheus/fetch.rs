@@ -6,6 +6,7 @@ use futures::StreamExt as _;
 use reqwest::header::CONTENT_TYPE;
 
 use crate::ConnectorError;
+use crate::prometheus::Redactor;
 
 /// The default cap on a provider response body: 16 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
@@ -54,9 +55,12 @@ impl RawResponse {
         }
     }
 
-    /// SHA-256 of the raw body.
-    pub fn body_digest(&self) -> Digest {
-        Digest::sha256(&self.body)
+    /// SHA-256 of the body as the model may see it: with `redactor`'s credentials
+    /// replaced (text read as UTF-8, invalid sequences replaced). A digest of the raw
+    /// body would let anyone holding a guess of a short secret (a user name echoed in an
+    /// error) confirm it offline; a digest of the redacted text confirms nothing.
+    pub fn body_digest(&self, redactor: &Redactor) -> Digest {
+        Digest::sha256(redactor.redact(&String::from_utf8_lossy(&self.body)).as_bytes())
     }
 
     /// True for a 2xx status.

@@ -117,11 +117,11 @@ impl ResponseMapper {
                     raw.status,
                     parsed.error_type.as_deref(),
                     text,
-                    raw.body_digest(),
+                    raw.body_digest(&self.redactor),
                 ))
             }
             Err(e) if raw.is_success() => {
-                let digest = raw.body_digest();
+                let digest = raw.body_digest(&self.redactor);
                 let (code, what) = match e {
                     ConnectorError::NotJson(_) => {
                         (OriginCode::NonJsonBody, "a body that is not JSON")
@@ -145,7 +145,7 @@ impl ResponseMapper {
                     .with_correction(self.correction(code.class(), None)))
             }
             Err(_) => {
-                Err(self.http_failure(raw.status, None, self.excerpt(raw), raw.body_digest()))
+                Err(self.http_failure(raw.status, None, self.excerpt(raw), raw.body_digest(&self.redactor)))
             }
         }
     }
@@ -273,6 +273,34 @@ mod tests {
             &Compaction::default(),
             &KeepLabels,
         )
+    }
+
+    proptest! {
+        /// The body digest a model sees is of the redacted body: an echoed secret, raw or
+        /// in any status, never makes the digest confirm a guess of it offline.
+        #[test]
+        fn the_body_digest_never_covers_a_secret(
+            status in prop_oneof![Just(400u16), Just(401), Just(422), Just(500), Just(200)],
+            before in "[a-z ]{0,20}",
+            after in "[a-z ]{0,20}",
+            json in any::<bool>(),
+        ) {
+            let secret = "tok-123456789";
+            let text = format!("{before}{secret}{after}");
+            let body = if json {
+                serde_json::json!({"status": "error", "errorType": "execution", "error": text})
+                    .to_string()
+            } else {
+                text.clone()
+            };
+            let f = map(status, &body).unwrap_err();
+            let digest = f.error.body_digest.unwrap();
+            prop_assert_ne!(digest, Digest::sha256(body.as_bytes()));
+            prop_assert_eq!(
+                digest,
+                Digest::sha256(body.replace(secret, crate::prometheus::REDACTED).as_bytes())
+            );
+        }
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub(super) async fn open_health(
                     redactor.redact(text.trim())
                 ))
                 .with_http_status(raw.status)
-                .with_body_digest(raw.body_digest()),
+                .with_body_digest(raw.body_digest(redactor)),
             ))
         }
     }
@@ -199,7 +199,7 @@ pub(super) async fn login_failure(
         );
         failure = failure
             .with_http_status(raw.status)
-            .with_body_digest(raw.body_digest());
+            .with_body_digest(raw.body_digest(redactor));
     }
     failure
 }

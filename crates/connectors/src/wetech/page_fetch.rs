@@ -132,6 +132,6 @@ pub(super) fn frame_failure(
         ),
     };
     failure.error.http_status = Some(status);
-    failure.error.body_digest = Some(raw.body_digest());
+    failure.error.body_digest = Some(raw.body_digest(mapper.redactor()));
     failure
 }
