@@ -354,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_keep_status_type_text_and_raw_digest() {
+    fn frames_keep_status_type_text_and_a_digest_of_the_redacted_body() {
         let mapper = ResponseMapper::new(
             Provider::Wetech,
             Redactor::new([SecretString::from("cookie-secret-1")]),
@@ -366,7 +366,10 @@ mod tests {
         assert_eq!(f.error.code.as_str(), "grafana_http_422");
         assert_eq!(f.error.class, FailureClass::QueryRejected);
         assert_eq!(f.error.prometheus_error_type.as_deref(), Some("execution"));
-        assert_eq!(f.error.body_digest, Some(Digest::sha256(body.as_bytes())));
+        // The digest is of what the model may see: the body with the secret redacted.
+        assert_ne!(f.error.body_digest, Some(Digest::sha256(body.as_bytes())));
+        let redacted = body.replace("cookie-secret-1", crate::prometheus::REDACTED);
+        assert_eq!(f.error.body_digest, Some(Digest::sha256(redacted.as_bytes())));
         assert!(f.detail_error.contains("many-to-many matching not allowed"));
         assert!(!f.detail_error.contains("cookie-secret-1"));
         assert!(f.correction.allowed);
