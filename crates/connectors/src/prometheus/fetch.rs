@@ -60,7 +60,11 @@ impl RawResponse {
     /// body would let anyone holding a guess of a short secret (a user name echoed in an
     /// error) confirm it offline; a digest of the redacted text confirms nothing.
     pub fn body_digest(&self, redactor: &Redactor) -> Digest {
-        Digest::sha256(redactor.redact(&String::from_utf8_lossy(&self.body)).as_bytes())
+        Digest::sha256(
+            redactor
+                .redact(&String::from_utf8_lossy(&self.body))
+                .as_bytes(),
+        )
     }
 
     /// True for a 2xx status.

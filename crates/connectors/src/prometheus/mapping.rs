@@ -144,9 +144,12 @@ impl ResponseMapper {
                     .with_body_digest(digest)
                     .with_correction(self.correction(code.class(), None)))
             }
-            Err(_) => {
-                Err(self.http_failure(raw.status, None, self.excerpt(raw), raw.body_digest(&self.redactor)))
-            }
+            Err(_) => Err(self.http_failure(
+                raw.status,
+                None,
+                self.excerpt(raw),
+                raw.body_digest(&self.redactor),
+            )),
         }
     }
 

@@ -369,7 +369,10 @@ mod tests {
         // The digest is of what the model may see: the body with the secret redacted.
         assert_ne!(f.error.body_digest, Some(Digest::sha256(body.as_bytes())));
         let redacted = body.replace("cookie-secret-1", crate::prometheus::REDACTED);
-        assert_eq!(f.error.body_digest, Some(Digest::sha256(redacted.as_bytes())));
+        assert_eq!(
+            f.error.body_digest,
+            Some(Digest::sha256(redacted.as_bytes()))
+        );
         assert!(f.detail_error.contains("many-to-many matching not allowed"));
         assert!(!f.detail_error.contains("cookie-secret-1"));
         assert!(f.correction.allowed);
