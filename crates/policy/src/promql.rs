@@ -9,6 +9,7 @@ use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector};
 
 use crate::PolicyError;
+use crate::depth;
 
 /// The staleness look-back of an instant vector selector: Prometheus's default
 /// `--query.lookback-delta`. An instant selector evaluated at `t` reads `(t - 5m, t]`.
@@ -110,17 +111,34 @@ const ALLOWED_FUNCTIONS: &[&str] = &[
     "year",
 ];
 
-/// Parses an expression. Never panics: a panic inside the parser (it converts some
-/// out-of-range numeric durations with a panicking conversion) becomes an error.
-/// Lexer errors carry a `line:column` position, like Prometheus's own messages.
-pub(crate) fn parse(text: &str) -> Result<Expr, String> {
+/// Why an expression does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// Nested deeper than [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH); the parser did
+    /// not run.
+    #[error("{0}")]
+    TooDeep(String),
+    /// A syntax error (with its position where the lexer reports one), or an
+    /// out-of-range duration.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+/// Parses an expression. The nesting depth is checked first, without recursion, so that
+/// neither the parser nor any later pass over the tree recurses deeper than
+/// [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH) levels. Never panics: a panic inside the
+/// parser (it converts some out-of-range numeric durations with a panicking conversion)
+/// becomes an error. Lexer errors carry a `line:column` position, like Prometheus's own
+/// messages.
+pub(crate) fn parse(text: &str) -> Result<Expr, ParseError> {
+    depth::check_depth(text).map_err(ParseError::TooDeep)?;
     match catch_unwind(AssertUnwindSafe(|| parser::parse(text))) {
         Ok(Ok(expr)) => Ok(expr),
-        Ok(Err(message)) => Err(with_position(text, &message)),
-        Err(_) => Err(
+        Ok(Err(message)) => Err(ParseError::Syntax(with_position(text, &message))),
+        Err(_) => Err(ParseError::Syntax(
             "parse error: a duration, offset or subquery step is out of range (write durations with units, e.g. 5m)"
                 .to_owned(),
-        ),
+        )),
     }
 }
 
@@ -522,7 +540,7 @@ pub fn bind_label(expr: &str, label: &str, value: &str) -> Result<String, Policy
             "label value must be 1-1024 characters without control characters".to_owned(),
         ));
     }
-    let mut ast = parse(expr).map_err(PolicyError::Promql)?;
+    let mut ast = parse(expr).map_err(|e| PolicyError::Promql(e.to_string()))?;
     check_constructs(&ast).map_err(PolicyError::Promql)?;
     bind_labels(&mut ast, &[(label, value)]).map_err(|c| PolicyError::LabelConflict {
         label: c.label,
@@ -579,18 +597,23 @@ mod tests {
 
     #[test]
     fn parser_panics_become_errors_and_lexer_errors_get_positions() {
-        assert!(parse("foo[1e30]").unwrap_err().contains("out of range"));
+        assert!(
+            parse("foo[1e30]")
+                .unwrap_err()
+                .to_string()
+                .contains("out of range")
+        );
         assert!(parse("foo offset 1e999").is_err());
         assert_eq!(
-            parse("rate(x[5m+1m])").unwrap_err(),
+            parse("rate(x[5m+1m])").unwrap_err().to_string(),
             "1:10: parse error: unexpected character inside brackets: '+'"
         );
         assert_eq!(
-            parse("sum(\n  rate(foo[5m])").unwrap_err(),
+            parse("sum(\n  rate(foo[5m])").unwrap_err().to_string(),
             "2:15: parse error: unclosed left parenthesis"
         );
         assert_eq!(
-            parse("foo bool > 1").unwrap_err(),
+            parse("foo bool > 1").unwrap_err().to_string(),
             "parse error: invalid promql query"
         );
     }

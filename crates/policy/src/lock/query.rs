@@ -15,7 +15,7 @@ use super::digest::{SentFields, locked_digest, rejected_digest};
 use super::fixed::{Spec, extras_failure, quoted_list};
 use super::types::{LockRejection, LockedQuery, points};
 use crate::args::{InstanceRef, MAX_EXPR_BYTES, Step, Unit, json_kind};
-use crate::promql::{self, LabelConflict, WindowIssue};
+use crate::promql::{self, LabelConflict, ParseError, WindowIssue};
 
 /// A field value that is either valid or the code and message of its rejection.
 type Field<T> = Result<T, (Code, String)>;
@@ -74,7 +74,7 @@ struct Fields<'o> {
     unit: Field<Option<Unit>>,
     instance_ref: Field<Option<InstanceRef>>,
     /// The parsed expression, when `expr` is valid.
-    parsed: Option<Result<Expr, String>>,
+    parsed: Option<Result<Expr, ParseError>>,
     /// The step in seconds (the default when none is given), when `step` is valid.
     resolved_step: Option<u64>,
 }
@@ -136,7 +136,13 @@ impl<'o> Fields<'o> {
     fn checked_ast(&self) -> Result<&Expr, Box<Failure>> {
         let ast = match &self.parsed {
             Some(Ok(ast)) => ast,
-            Some(Err(message)) => {
+            Some(Err(ParseError::TooDeep(message))) => {
+                return Err(Box::new(Code::PromqlTooDeep.failure(
+                    message.clone(),
+                    "Write the expression with less nesting: drop redundant parentheses and repeated unary minus, and split deep compositions into separate queries.",
+                )));
+            }
+            Some(Err(ParseError::Syntax(message))) => {
                 return Err(Box::new(Code::PromqlParseError.failure(
                     message.clone(),
                     "Correct the PromQL syntax at the reported position.",
