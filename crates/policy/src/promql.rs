@@ -209,30 +209,58 @@ pub(crate) fn walk<'a, E>(
     }
 }
 
+/// Calls `f` on every node of the expression, a node before its children, including
+/// aggregation parameters; `f` may rewrite the node it is given.
+fn walk_mut<E>(expr: &mut Expr, f: &mut impl FnMut(&mut Expr) -> Result<(), E>) -> Result<(), E> {
+    f(expr)?;
+    match expr {
+        Expr::Aggregate(a) => {
+            if let Some(param) = &mut a.param {
+                walk_mut(param, f)?;
+            }
+            walk_mut(&mut a.expr, f)
+        }
+        Expr::Unary(u) => walk_mut(&mut u.expr, f),
+        Expr::Binary(b) => {
+            walk_mut(&mut b.lhs, f)?;
+            walk_mut(&mut b.rhs, f)
+        }
+        Expr::Paren(p) => walk_mut(&mut p.expr, f),
+        Expr::Subquery(s) => walk_mut(&mut s.expr, f),
+        Expr::Call(c) => c.args.args.iter_mut().try_for_each(|a| walk_mut(a, f)),
+        Expr::NumberLiteral(_)
+        | Expr::StringLiteral(_)
+        | Expr::VectorSelector(_)
+        | Expr::MatrixSelector(_)
+        | Expr::Extension(_) => Ok(()),
+    }
+}
+
 /// Calls `f` on every vector selector, including those inside range selectors.
 fn selectors_mut<E>(
     expr: &mut Expr,
     f: &mut impl FnMut(&mut VectorSelector) -> Result<(), E>,
 ) -> Result<(), E> {
-    match expr {
-        Expr::Aggregate(a) => {
-            if let Some(param) = &mut a.param {
-                selectors_mut(param, f)?;
-            }
-            selectors_mut(&mut a.expr, f)
-        }
-        Expr::Unary(u) => selectors_mut(&mut u.expr, f),
-        Expr::Binary(b) => {
-            selectors_mut(&mut b.lhs, f)?;
-            selectors_mut(&mut b.rhs, f)
-        }
-        Expr::Paren(p) => selectors_mut(&mut p.expr, f),
-        Expr::Subquery(s) => selectors_mut(&mut s.expr, f),
-        Expr::Call(c) => c.args.args.iter_mut().try_for_each(|a| selectors_mut(a, f)),
+    walk_mut(expr, &mut |node| match node {
         Expr::VectorSelector(vs) => f(vs),
         Expr::MatrixSelector(ms) => f(&mut ms.vs),
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
-    }
+        _ => Ok(()),
+    })
+}
+
+/// Writes `step` into every subquery that names none (`x[75m:]` becomes `x[75m:15s]`).
+/// Prometheus evaluates a subquery without a step at its configured global evaluation
+/// interval, which the client cannot know; written out, the subquery runs at exactly the
+/// step its points were counted with.
+pub(crate) fn pin_subquery_steps(expr: &mut Expr, step: Duration) {
+    let _ = walk_mut(expr, &mut |node| -> Result<(), ()> {
+        if let Expr::Subquery(sq) = node
+            && sq.step.is_none()
+        {
+            sq.step = Some(step);
+        }
+        Ok(())
+    });
 }
 
 /// Refuses what cannot be bounded or sent as a range query: functions outside the
@@ -346,6 +374,8 @@ pub(crate) struct ReadBounds {
     pub(crate) earliest: i128,
     /// Most evaluation points of one subquery.
     pub(crate) max_subquery_points: u64,
+    /// The query's step, in milliseconds: the step of a subquery that names none.
+    pub(crate) step_ms: u128,
 }
 
 /// Why an expression reads outside its bounds.
@@ -432,7 +462,9 @@ fn within(
 /// lies within `[earliest, end]`: range selectors, instant selectors (with the
 /// staleness look-back), subquery ranges, offsets (negative ones included) and `@`
 /// modifiers (`@ start()`/`@ end()` anchor at the window bounds; `@ <t>` must lie
-/// inside the window). Subquery steps are counted against the points limit.
+/// inside the window). Each subquery's evaluation points, `(window + range) / step + 1`
+/// over the times its parent is evaluated at (the query's step when it names none), are
+/// counted against the points limit.
 pub(crate) fn check_reads(
     expr: &Expr,
     eval: (i128, i128),
@@ -467,17 +499,22 @@ pub(crate) fn check_reads(
             let (lo, hi) = anchored(&sq.at, eval, b, &text)?;
             let off = offset_ms(&sq.offset);
             let range = ms(&sq.range);
-            if let Some(step) = sq.step {
-                let step = step.as_millis().max(1);
-                let range = range.max(0).unsigned_abs();
-                let points = range / step + 1;
-                if points > u128::from(b.max_subquery_points) {
-                    return Err(WindowIssue::SubqueryPoints {
-                        construct: text(),
-                        points,
-                        smallest_step_ms: range / u128::from(b.max_subquery_points.max(1)) + 1,
-                    });
-                }
+            // The inner expression is evaluated from the earliest parent evaluation time
+            // minus the subquery range to the latest, at the subquery step (the query's
+            // step when it names none): (window + range) / step + 1 points.
+            let step = sq.step.map_or(b.step_ms, |s| s.as_millis()).max(1);
+            let span = hi
+                .saturating_sub(lo)
+                .saturating_add(range)
+                .max(0)
+                .unsigned_abs();
+            let points = span / step + 1;
+            if points > u128::from(b.max_subquery_points) {
+                return Err(WindowIssue::SubqueryPoints {
+                    construct: text(),
+                    points,
+                    smallest_step_ms: span / u128::from(b.max_subquery_points.max(1)) + 1,
+                });
             }
             let inner = (
                 lo.saturating_sub(off).saturating_sub(range),
@@ -560,6 +597,7 @@ mod tests {
             end: 10_900_000,
             earliest: 10_000_000 - 3_600_000,
             max_subquery_points: 11_000,
+            step_ms: 15_000,
         }
     }
 
@@ -705,6 +743,58 @@ mod tests {
             reads("max_over_time(up[50m:100ms])"),
             Err(WindowIssue::SubqueryPoints { .. })
         ));
+        assert!(reads("time()").is_ok());
+    }
+
+    #[test]
+    fn subquery_points_are_window_plus_range_over_step() {
+        // 900 s window: (900 s + range) / step + 1 evaluation points, at most `max`.
+        let within = |e: &str, max: u64, step_ms: u128| {
+            let b = ReadBounds {
+                max_subquery_points: max,
+                step_ms,
+                ..bounds()
+            };
+            check_reads(&parse(e).unwrap(), (b.start, b.end), &b)
+        };
+        // (900 + 600) / 1 + 1 = 1501 points, not 600 / 1 + 1.
+        assert!(within("max_over_time(up[10m:1s])", 1501, 15_000).is_ok());
+        assert_eq!(
+            within("max_over_time(up[10m:1s])", 1500, 15_000),
+            Err(WindowIssue::SubqueryPoints {
+                construct: "up[10m:1s]".to_owned(),
+                points: 1501,
+                smallest_step_ms: 1001,
+            })
+        );
+        // Without a step: the query's step.
+        assert!(within("max_over_time(up[10m:])", 1501, 1_000).is_ok());
+        assert!(matches!(
+            within("max_over_time(up[10m:])", 1500, 1_000),
+            Err(WindowIssue::SubqueryPoints { points: 1501, .. })
+        ));
+        assert!(within("max_over_time(up[10m:])", 1500, 2_000).is_ok());
+        // @ end() evaluates the parent once: 600 / 1 + 1.
+        assert!(within("max_over_time(up[10m:1s] @ end())", 601, 15_000).is_ok());
+        // A nested subquery spans its parent's evaluation times and range:
+        // (900 + 300 + 60) / 1 + 1 = 1261.
+        let nested = "max_over_time(max_over_time(up[1m:1s])[5m:1m])";
+        assert!(within(nested, 1261, 15_000).is_ok());
+        assert!(matches!(
+            within(nested, 1260, 15_000),
+            Err(WindowIssue::SubqueryPoints { points: 1261, .. })
+        ));
+    }
+
+    #[test]
+    fn subqueries_without_a_step_get_the_query_step() {
+        let mut ast =
+            parse("max_over_time(rate(up[5m])[75m:]) + max_over_time(up[1m:30s])").unwrap();
+        pin_subquery_steps(&mut ast, Duration::from_secs(15));
+        assert_eq!(
+            print_checked(&mut ast).unwrap(),
+            "max_over_time(rate(up[5m])[1h15m:15s]) + max_over_time(up[1m:30s])"
+        );
         assert!(reads("time()").is_ok());
     }
 }
