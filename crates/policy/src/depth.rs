@@ -5,7 +5,11 @@
 //! linear, non-recursive scan bounds the depth of the tree from the text alone, before the
 //! parser runs, and the expression is refused beyond [`MAX_PROMQL_DEPTH`].
 
-/// The deepest nesting an expression may have, as [`nesting_depth`] counts it.
+/// The deepest nesting an expression may have. Each group in parentheses or brackets,
+/// each function call, aggregation and subquery, and each operator of a chain (unary
+/// minus included) adds a level; label matchers, strings and comments add none; `up` is
+/// 1 deep, `abs(up)` 2, `rate(up[5m])` 4. Deeper expressions are refused with
+/// `promql_too_deep` before they are parsed.
 ///
 /// 64 levels is several times what real diagnosis queries use (a
 /// `histogram_quantile(0.99, sum by (le) (rate(x[5m])))` over a ratio nests about 8 deep),
