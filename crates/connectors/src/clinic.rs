@@ -43,7 +43,9 @@ pub struct ClinicConfig {
     pub limits: ResponseLimits,
     /// Queries of one batch that run at once (1 to `evidence_policy::MAX_BATCH`).
     pub concurrency: usize,
-    /// Prometheus' server-side evaluation `timeout` parameter, when set.
+    /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
+    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
 }
 
@@ -295,10 +297,9 @@ impl Run<'_> {
 
     async fn query(&self, query: &LockedQuery) -> Item {
         let window = query.evidence_window();
-        let mut range = QueryRange::new(query.expr.clone(), window);
-        if let Some(t) = self.config.evaluation_timeout {
-            range = range.with_timeout(t);
-        }
+        let limits = &self.config.limits;
+        let range = QueryRange::new(query.expr.clone(), window)
+            .with_timeout(limits.evaluation_timeout(self.config.evaluation_timeout));
         let builder = range
             .post(self.client, self.url.clone())
             .bearer_auth(self.token.expose_secret());

@@ -15,7 +15,10 @@ pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
 pub use connector::{Connector, HostAllowlist};
 pub use error::ConnectorError;
 pub use manus::{DEFAULT_REFERENCE_TTL, ManusConfig, ManusConnector, ManusSecrets};
-pub use prometheus::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, ResponseLimits};
+pub use prometheus::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, EVALUATION_TIMEOUT_MARGIN,
+    ResponseLimits,
+};
 pub use reference::{ReferenceKeyRing, ReferenceScope};
 #[cfg(feature = "wetech")]
 pub use wetech::{

@@ -46,7 +46,9 @@ pub struct ManusConfig {
     pub session_header: String,
     /// Body cap and time limit of the session bootstrap and of the query (each).
     pub limits: ResponseLimits,
-    /// Prometheus' server-side evaluation `timeout` parameter, when set.
+    /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
+    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
     /// How long a returned reference stays valid.
     pub reference_ttl: Duration,
@@ -325,10 +327,8 @@ impl Connector for ManusConnector {
         };
         session_value.set_sensitive(true);
         let window = query.evidence_window();
-        let mut range = QueryRange::new(expr.clone(), window);
-        if let Some(t) = config.evaluation_timeout {
-            range = range.with_timeout(t);
-        }
+        let range = QueryRange::new(expr.clone(), window)
+            .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
         let builder = range
             .post(&self.client, query_url)
             .header(header, session_value);

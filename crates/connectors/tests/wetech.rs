@@ -261,6 +261,17 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
     assert_eq!(evidence.unit.as_deref(), Some("ratio"));
     assert!((evidence.top_peak().unwrap() - 22.84 / 32.0).abs() < FIGURE_TOLERANCE);
     assert_eq!(env.proxy_requests(), 3);
+    // Every query from the page carries Prometheus' evaluation timeout: the call's time
+    // limit (30 s by default) minus the margin.
+    let path = env.grafana.query_range_path();
+    let timeouts: Vec<_> = env
+        .grafana
+        .requests()
+        .iter()
+        .filter(|r| r.path == path)
+        .map(|r| r.param("timeout").map(str::to_owned))
+        .collect();
+    assert_eq!(timeouts, vec![Some("29".to_owned()); 3]);
     env.assert_profiles_removed();
 
     drop(driver);

@@ -167,6 +167,21 @@ impl Harness for WetechHarness {
         self.grafana.requests().len()
     }
 
+    async fn run_with_evaluation_timeout(
+        &self,
+        request: &LockedRequest,
+        limits: ResponseLimits,
+        evaluation_timeout: Duration,
+    ) -> ToolResult {
+        let mut config = self.config(limits);
+        config.evaluation_timeout = Some(evaluation_timeout);
+        self.call(request, &config).await
+    }
+
+    fn sent_timeouts(&self) -> Vec<String> {
+        cases::sent_timeouts(&self.grafana.requests())
+    }
+
     fn prometheus_url(&self) -> String {
         self.prometheus.url()
     }
@@ -201,6 +216,7 @@ conformance_suite!(@cases WetechHarness;
     non_json_body_is_a_provider_error,
     lock_rejection_sends_nothing,
     host_outside_allowlist_sends_nothing,
+    every_query_carries_an_evaluation_timeout,
 );
 
 /// The slow-server case for a connector that starts a browser per call: the proxy

@@ -20,22 +20,22 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v2",
-        "sha256:f4af078a7d434542da48d9bf4f4895428f6fe5d7538ec1db9721e76c20b57783",
+        "sha256:9287cd12d4d6fc294a0589045caacb3dbc4589051653218008b032fced3226d6",
     ),
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:456c3c7f75c2c7585be21709529f8c52f7e390429a4ec1efc1c3c21aebf6f763",
+        "sha256:a989224d28f9c55ba3cd640cbcb5ce1fd45bd1056b062a0c94a98ef35cac4452",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:e1b008d57a103ca252e612b07b2216e0a154f4af28da335f9a1d70e699ebcb33",
+        "sha256:3a3c2b58c61e9d8287ad0c4a7d25fe1a16f8a3601e65d641152b98e5e7ef806d",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:bc0e9578f790020d3b9b31d71b8e353e077fd3f248536a9281f6c946089cbc10",
+        "sha256:47144dc3f323bc27fba850b340b3a1cb0d4558a5394c994bb4a8afd27e6ec386",
     ),
 ];
 

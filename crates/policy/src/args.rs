@@ -91,7 +91,7 @@ pub struct ClinicQuery {
     /// Stable id of this diagnostic objective: 1-64 letters, digits, '_', '-', '.', ':'. Keep the same queryId when you correct a rejected request.
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
-    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine).
+    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
     #[schemars(schema_with = "expr_schema")]
     pub expr: String,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
@@ -110,7 +110,7 @@ pub struct ManusArgs {
     /// Stable id of this diagnostic objective: 1-64 letters, digits, '_', '-', '.', ':'. Keep the same queryId when you correct a rejected request.
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
-    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine).
+    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
     #[schemars(schema_with = "expr_schema")]
     pub expr: String,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
@@ -129,7 +129,7 @@ pub struct WetechArgs {
     /// Required. One of the query ids the platform authorized for this ticket. Keep it when you correct a rejected request.
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
-    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine).
+    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
     #[schemars(schema_with = "expr_schema")]
     pub expr: String,
     /// Required. Short plain unit label of the values, e.g. cores, bytes, %, ops/s: at most 16 letters, digits, '%', '/', '_', '-' or spaces.
@@ -467,6 +467,18 @@ mod tests {
         }
         for bad in ["", " ", "x".repeat(17).as_str(), "µs", "a\"b", "a\nb"] {
             assert!(Unit::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn expr_descriptions_state_the_limits() {
+        for provider in [Provider::Clinic, Provider::Manus, Provider::Wetech] {
+            let schema = serde_json::to_string(&args_schema(provider)).unwrap();
+            assert!(
+                schema.contains(&format!("{} levels of nesting", crate::MAX_PROMQL_DEPTH)),
+                "{provider:?}"
+            );
+            assert!(schema.contains(&format!("At most {MAX_EXPR_BYTES} bytes")));
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod args;
 mod delivery;
+mod depth;
 mod envelope;
 mod error;
 mod ids;
@@ -18,6 +19,7 @@ pub use delivery::{
     CanaryPolicy, RUNTIME_CONTEXT_ENV, load_runtime_policy, read_envelope_file,
     read_runtime_envelope,
 };
+pub use depth::MAX_PROMQL_DEPTH;
 pub use envelope::{
     ENVELOPE_VERSION, KeyRing, MAX_ENVELOPE_BYTES, MIN_KEY_BYTES, PolicySigner, SignedPolicy,
     verify,

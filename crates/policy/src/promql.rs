@@ -9,6 +9,7 @@ use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector};
 
 use crate::PolicyError;
+use crate::depth;
 
 /// The staleness look-back of an instant vector selector: Prometheus's default
 /// `--query.lookback-delta`. An instant selector evaluated at `t` reads `(t - 5m, t]`.
@@ -110,17 +111,34 @@ const ALLOWED_FUNCTIONS: &[&str] = &[
     "year",
 ];
 
-/// Parses an expression. Never panics: a panic inside the parser (it converts some
-/// out-of-range numeric durations with a panicking conversion) becomes an error.
-/// Lexer errors carry a `line:column` position, like Prometheus's own messages.
-pub(crate) fn parse(text: &str) -> Result<Expr, String> {
+/// Why an expression does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// Nested deeper than [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH); the parser did
+    /// not run.
+    #[error("{0}")]
+    TooDeep(String),
+    /// A syntax error (with its position where the lexer reports one), or an
+    /// out-of-range duration.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+/// Parses an expression. The nesting depth is checked first, without recursion, so that
+/// neither the parser nor any later pass over the tree recurses deeper than
+/// [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH) levels. Never panics: a panic inside the
+/// parser (it converts some out-of-range numeric durations with a panicking conversion)
+/// becomes an error. Lexer errors carry a `line:column` position, like Prometheus's own
+/// messages.
+pub(crate) fn parse(text: &str) -> Result<Expr, ParseError> {
+    depth::check_depth(text).map_err(ParseError::TooDeep)?;
     match catch_unwind(AssertUnwindSafe(|| parser::parse(text))) {
         Ok(Ok(expr)) => Ok(expr),
-        Ok(Err(message)) => Err(with_position(text, &message)),
-        Err(_) => Err(
+        Ok(Err(message)) => Err(ParseError::Syntax(with_position(text, &message))),
+        Err(_) => Err(ParseError::Syntax(
             "parse error: a duration, offset or subquery step is out of range (write durations with units, e.g. 5m)"
                 .to_owned(),
-        ),
+        )),
     }
 }
 
@@ -191,30 +209,58 @@ pub(crate) fn walk<'a, E>(
     }
 }
 
+/// Calls `f` on every node of the expression, a node before its children, including
+/// aggregation parameters; `f` may rewrite the node it is given.
+fn walk_mut<E>(expr: &mut Expr, f: &mut impl FnMut(&mut Expr) -> Result<(), E>) -> Result<(), E> {
+    f(expr)?;
+    match expr {
+        Expr::Aggregate(a) => {
+            if let Some(param) = &mut a.param {
+                walk_mut(param, f)?;
+            }
+            walk_mut(&mut a.expr, f)
+        }
+        Expr::Unary(u) => walk_mut(&mut u.expr, f),
+        Expr::Binary(b) => {
+            walk_mut(&mut b.lhs, f)?;
+            walk_mut(&mut b.rhs, f)
+        }
+        Expr::Paren(p) => walk_mut(&mut p.expr, f),
+        Expr::Subquery(s) => walk_mut(&mut s.expr, f),
+        Expr::Call(c) => c.args.args.iter_mut().try_for_each(|a| walk_mut(a, f)),
+        Expr::NumberLiteral(_)
+        | Expr::StringLiteral(_)
+        | Expr::VectorSelector(_)
+        | Expr::MatrixSelector(_)
+        | Expr::Extension(_) => Ok(()),
+    }
+}
+
 /// Calls `f` on every vector selector, including those inside range selectors.
 fn selectors_mut<E>(
     expr: &mut Expr,
     f: &mut impl FnMut(&mut VectorSelector) -> Result<(), E>,
 ) -> Result<(), E> {
-    match expr {
-        Expr::Aggregate(a) => {
-            if let Some(param) = &mut a.param {
-                selectors_mut(param, f)?;
-            }
-            selectors_mut(&mut a.expr, f)
-        }
-        Expr::Unary(u) => selectors_mut(&mut u.expr, f),
-        Expr::Binary(b) => {
-            selectors_mut(&mut b.lhs, f)?;
-            selectors_mut(&mut b.rhs, f)
-        }
-        Expr::Paren(p) => selectors_mut(&mut p.expr, f),
-        Expr::Subquery(s) => selectors_mut(&mut s.expr, f),
-        Expr::Call(c) => c.args.args.iter_mut().try_for_each(|a| selectors_mut(a, f)),
+    walk_mut(expr, &mut |node| match node {
         Expr::VectorSelector(vs) => f(vs),
         Expr::MatrixSelector(ms) => f(&mut ms.vs),
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
-    }
+        _ => Ok(()),
+    })
+}
+
+/// Writes `step` into every subquery that names none (`x[75m:]` becomes `x[75m:15s]`).
+/// Prometheus evaluates a subquery without a step at its configured global evaluation
+/// interval, which the client cannot know; written out, the subquery runs at exactly the
+/// step its points were counted with.
+pub(crate) fn pin_subquery_steps(expr: &mut Expr, step: Duration) {
+    let _ = walk_mut(expr, &mut |node| -> Result<(), ()> {
+        if let Expr::Subquery(sq) = node
+            && sq.step.is_none()
+        {
+            sq.step = Some(step);
+        }
+        Ok(())
+    });
 }
 
 /// Refuses what cannot be bounded or sent as a range query: functions outside the
@@ -328,6 +374,8 @@ pub(crate) struct ReadBounds {
     pub(crate) earliest: i128,
     /// Most evaluation points of one subquery.
     pub(crate) max_subquery_points: u64,
+    /// The query's step, in milliseconds: the step of a subquery that names none.
+    pub(crate) step_ms: u128,
 }
 
 /// Why an expression reads outside its bounds.
@@ -414,7 +462,9 @@ fn within(
 /// lies within `[earliest, end]`: range selectors, instant selectors (with the
 /// staleness look-back), subquery ranges, offsets (negative ones included) and `@`
 /// modifiers (`@ start()`/`@ end()` anchor at the window bounds; `@ <t>` must lie
-/// inside the window). Subquery steps are counted against the points limit.
+/// inside the window). Each subquery's evaluation points, `(window + range) / step + 1`
+/// over the times its parent is evaluated at (the query's step when it names none), are
+/// counted against the points limit.
 pub(crate) fn check_reads(
     expr: &Expr,
     eval: (i128, i128),
@@ -449,17 +499,22 @@ pub(crate) fn check_reads(
             let (lo, hi) = anchored(&sq.at, eval, b, &text)?;
             let off = offset_ms(&sq.offset);
             let range = ms(&sq.range);
-            if let Some(step) = sq.step {
-                let step = step.as_millis().max(1);
-                let range = range.max(0).unsigned_abs();
-                let points = range / step + 1;
-                if points > u128::from(b.max_subquery_points) {
-                    return Err(WindowIssue::SubqueryPoints {
-                        construct: text(),
-                        points,
-                        smallest_step_ms: range / u128::from(b.max_subquery_points.max(1)) + 1,
-                    });
-                }
+            // The inner expression is evaluated from the earliest parent evaluation time
+            // minus the subquery range to the latest, at the subquery step (the query's
+            // step when it names none): (window + range) / step + 1 points.
+            let step = sq.step.map_or(b.step_ms, |s| s.as_millis()).max(1);
+            let span = hi
+                .saturating_sub(lo)
+                .saturating_add(range)
+                .max(0)
+                .unsigned_abs();
+            let points = span / step + 1;
+            if points > u128::from(b.max_subquery_points) {
+                return Err(WindowIssue::SubqueryPoints {
+                    construct: text(),
+                    points,
+                    smallest_step_ms: span / u128::from(b.max_subquery_points.max(1)) + 1,
+                });
             }
             let inner = (
                 lo.saturating_sub(off).saturating_sub(range),
@@ -522,7 +577,7 @@ pub fn bind_label(expr: &str, label: &str, value: &str) -> Result<String, Policy
             "label value must be 1-1024 characters without control characters".to_owned(),
         ));
     }
-    let mut ast = parse(expr).map_err(PolicyError::Promql)?;
+    let mut ast = parse(expr).map_err(|e| PolicyError::Promql(e.to_string()))?;
     check_constructs(&ast).map_err(PolicyError::Promql)?;
     bind_labels(&mut ast, &[(label, value)]).map_err(|c| PolicyError::LabelConflict {
         label: c.label,
@@ -542,6 +597,7 @@ mod tests {
             end: 10_900_000,
             earliest: 10_000_000 - 3_600_000,
             max_subquery_points: 11_000,
+            step_ms: 15_000,
         }
     }
 
@@ -579,18 +635,23 @@ mod tests {
 
     #[test]
     fn parser_panics_become_errors_and_lexer_errors_get_positions() {
-        assert!(parse("foo[1e30]").unwrap_err().contains("out of range"));
+        assert!(
+            parse("foo[1e30]")
+                .unwrap_err()
+                .to_string()
+                .contains("out of range")
+        );
         assert!(parse("foo offset 1e999").is_err());
         assert_eq!(
-            parse("rate(x[5m+1m])").unwrap_err(),
+            parse("rate(x[5m+1m])").unwrap_err().to_string(),
             "1:10: parse error: unexpected character inside brackets: '+'"
         );
         assert_eq!(
-            parse("sum(\n  rate(foo[5m])").unwrap_err(),
+            parse("sum(\n  rate(foo[5m])").unwrap_err().to_string(),
             "2:15: parse error: unclosed left parenthesis"
         );
         assert_eq!(
-            parse("foo bool > 1").unwrap_err(),
+            parse("foo bool > 1").unwrap_err().to_string(),
             "parse error: invalid promql query"
         );
     }
@@ -682,6 +743,58 @@ mod tests {
             reads("max_over_time(up[50m:100ms])"),
             Err(WindowIssue::SubqueryPoints { .. })
         ));
+        assert!(reads("time()").is_ok());
+    }
+
+    #[test]
+    fn subquery_points_are_window_plus_range_over_step() {
+        // 900 s window: (900 s + range) / step + 1 evaluation points, at most `max`.
+        let within = |e: &str, max: u64, step_ms: u128| {
+            let b = ReadBounds {
+                max_subquery_points: max,
+                step_ms,
+                ..bounds()
+            };
+            check_reads(&parse(e).unwrap(), (b.start, b.end), &b)
+        };
+        // (900 + 600) / 1 + 1 = 1501 points, not 600 / 1 + 1.
+        assert!(within("max_over_time(up[10m:1s])", 1501, 15_000).is_ok());
+        assert_eq!(
+            within("max_over_time(up[10m:1s])", 1500, 15_000),
+            Err(WindowIssue::SubqueryPoints {
+                construct: "up[10m:1s]".to_owned(),
+                points: 1501,
+                smallest_step_ms: 1001,
+            })
+        );
+        // Without a step: the query's step.
+        assert!(within("max_over_time(up[10m:])", 1501, 1_000).is_ok());
+        assert!(matches!(
+            within("max_over_time(up[10m:])", 1500, 1_000),
+            Err(WindowIssue::SubqueryPoints { points: 1501, .. })
+        ));
+        assert!(within("max_over_time(up[10m:])", 1500, 2_000).is_ok());
+        // @ end() evaluates the parent once: 600 / 1 + 1.
+        assert!(within("max_over_time(up[10m:1s] @ end())", 601, 15_000).is_ok());
+        // A nested subquery spans its parent's evaluation times and range:
+        // (900 + 300 + 60) / 1 + 1 = 1261.
+        let nested = "max_over_time(max_over_time(up[1m:1s])[5m:1m])";
+        assert!(within(nested, 1261, 15_000).is_ok());
+        assert!(matches!(
+            within(nested, 1260, 15_000),
+            Err(WindowIssue::SubqueryPoints { points: 1261, .. })
+        ));
+    }
+
+    #[test]
+    fn subqueries_without_a_step_get_the_query_step() {
+        let mut ast =
+            parse("max_over_time(rate(up[5m])[75m:]) + max_over_time(up[1m:30s])").unwrap();
+        pin_subquery_steps(&mut ast, Duration::from_secs(15));
+        assert_eq!(
+            print_checked(&mut ast).unwrap(),
+            "max_over_time(rate(up[5m])[1h15m:15s]) + max_over_time(up[1m:30s])"
+        );
         assert!(reads("time()").is_ok());
     }
 }

@@ -153,6 +153,7 @@ pub const ERROR_CODES: &[KnownCode] = &[
     exact("empty_batch", &[InvalidArgument], CodeSource::Lock),
     exact("batch_too_large", &[InvalidArgument], CodeSource::Lock),
     exact("promql_parse_error", &[InvalidArgument], CodeSource::Lock),
+    exact("promql_too_deep", &[InvalidArgument], CodeSource::Lock),
     exact("unsupported_promql", &[InvalidArgument], CodeSource::Lock),
     exact("scope_violation", &[PolicyViolation], CodeSource::Lock),
     exact("window_violation", &[PolicyViolation], CodeSource::Lock),

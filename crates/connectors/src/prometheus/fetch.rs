@@ -22,6 +22,37 @@ pub struct ResponseLimits {
     pub timeout: Duration,
 }
 
+/// The longest margin between Prometheus' evaluation `timeout` and the call's time limit:
+/// time left for the server to answer and for the body to arrive after evaluation stops.
+pub const EVALUATION_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
+impl ResponseLimits {
+    /// The `timeout` parameter every query sends, so that Prometheus stops evaluating
+    /// when the client stops waiting: `configured` when set, but never above
+    /// [`timeout`](Self::timeout); otherwise `timeout` minus a margin of a tenth of it,
+    /// at most [`EVALUATION_TIMEOUT_MARGIN`]. Never zero (at least 1 ms), since
+    /// Prometheus reads a zero timeout as an immediate one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use evidence_connectors::ResponseLimits;
+    ///
+    /// let limits = ResponseLimits::default(); // 30 s
+    /// assert_eq!(limits.evaluation_timeout(None), Duration::from_secs(29));
+    /// assert_eq!(limits.evaluation_timeout(Some(Duration::from_secs(5))), Duration::from_secs(5));
+    /// assert_eq!(limits.evaluation_timeout(Some(Duration::from_secs(60))), Duration::from_secs(30));
+    /// ```
+    pub fn evaluation_timeout(&self, configured: Option<Duration>) -> Duration {
+        let t = match configured {
+            Some(t) => t.min(self.timeout),
+            None => self
+                .timeout
+                .saturating_sub((self.timeout / 10).min(EVALUATION_TIMEOUT_MARGIN)),
+        };
+        t.max(Duration::from_millis(1))
+    }
+}
+
 impl Default for ResponseLimits {
     fn default() -> Self {
         ResponseLimits {
@@ -138,6 +169,43 @@ pub async fn read_capped(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn limits(timeout_ms: u64) -> ResponseLimits {
+        ResponseLimits {
+            timeout: Duration::from_millis(timeout_ms),
+            ..ResponseLimits::default()
+        }
+    }
+
+    #[test]
+    fn evaluation_timeouts() {
+        let ms = Duration::from_millis;
+        assert_eq!(limits(30_000).evaluation_timeout(None), ms(29_000));
+        assert_eq!(limits(60_000).evaluation_timeout(None), ms(59_000));
+        assert_eq!(limits(5_000).evaluation_timeout(None), ms(4_500));
+        assert_eq!(limits(400).evaluation_timeout(None), ms(360));
+        assert_eq!(limits(0).evaluation_timeout(None), ms(1), "never zero");
+        assert_eq!(limits(400).evaluation_timeout(Some(ms(100))), ms(100));
+        assert_eq!(limits(400).evaluation_timeout(Some(ms(900))), ms(400));
+        assert_eq!(limits(400).evaluation_timeout(Some(ms(0))), ms(1));
+    }
+
+    proptest! {
+        /// The evaluation timeout is positive and never above the call's time limit
+        /// (when that is at least 1 ms), whatever is configured.
+        #[test]
+        fn evaluation_timeout_stays_within_the_call(
+            limit_ms in 1u64..200_000,
+            configured in proptest::option::of(0u64..400_000),
+        ) {
+            let t = limits(limit_ms).evaluation_timeout(configured.map(Duration::from_millis));
+            prop_assert!(t > Duration::ZERO);
+            prop_assert!(t <= Duration::from_millis(limit_ms));
+            if configured.is_none() && limit_ms >= 10 {
+                prop_assert!(t < Duration::from_millis(limit_ms), "leaves a margin");
+            }
+        }
+    }
 
     fn streamed(chunks: Vec<Vec<u8>>) -> reqwest::Response {
         let stream = futures::stream::iter(

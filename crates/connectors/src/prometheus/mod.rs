@@ -11,7 +11,8 @@ mod summary;
 
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
 pub use fetch::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, RawResponse, ResponseLimits, fetch, read_capped,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,
+    ResponseLimits, fetch, read_capped,
 };
 pub use mapping::ResponseMapper;
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};

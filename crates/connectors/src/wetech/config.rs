@@ -129,7 +129,9 @@ pub struct WetechConfig {
     pub browser: BrowserConfig,
     /// Body cap and time limit of the query.
     pub limits: ResponseLimits,
-    /// Prometheus' server-side evaluation `timeout` parameter, when set.
+    /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
+    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
 }
 

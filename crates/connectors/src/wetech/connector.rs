@@ -266,10 +266,8 @@ async fn drive(
         ))
     })?;
     let window = query.evidence_window();
-    let mut range = QueryRange::new(query.expr.clone(), window);
-    if let Some(t) = config.evaluation_timeout {
-        range = range.with_timeout(t);
-    }
+    let range = QueryRange::new(query.expr.clone(), window)
+        .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
     let fetched = page_fetch(
         client,
         &url,

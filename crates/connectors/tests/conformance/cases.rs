@@ -16,7 +16,7 @@ use evidence_result::{
 };
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, FIGURE_TOLERANCE, Fault, FaultControl, Fixture,
-    TIDB_CPU, TIDB_CPU_SATURATION, TIDB_MANY_TO_MANY, TIDB_MAXPROCS,
+    RecordedRequest, TIDB_CPU, TIDB_CPU_SATURATION, TIDB_MANY_TO_MANY, TIDB_MAXPROCS,
 };
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
@@ -74,6 +74,16 @@ pub(crate) trait Harness: OutputChecks + Sized + Send + Sync {
     fn kill_provider(&self);
     /// How many requests the front received so far (all routes).
     fn requests(&self) -> usize;
+    /// Runs the request with Prometheus' evaluation timeout configured.
+    async fn run_with_evaluation_timeout(
+        &self,
+        request: &LockedRequest,
+        limits: ResponseLimits,
+        evaluation_timeout: Duration,
+    ) -> ToolResult;
+    /// The `timeout` parameter of every query the provider received, in order (`-` for
+    /// a query without one).
+    fn sent_timeouts(&self) -> Vec<String>;
     /// The base URL of the real Prometheus, to read the provider's own words.
     fn prometheus_url(&self) -> String;
     /// Asserts that `detail_error` is the complete provider text as the model may see it.
@@ -152,6 +162,15 @@ pub(crate) fn code(provider: Provider, suffix: &str) -> String {
     let http = ErrorCode::http(provider, 0);
     let origin = http.as_str().trim_end_matches("_http_0");
     format!("{origin}_{suffix}")
+}
+
+/// The `timeout` parameter of every recorded query (`-` when it has none).
+pub(crate) fn sent_timeouts(recorded: &[RecordedRequest]) -> Vec<String> {
+    recorded
+        .iter()
+        .filter(|r| r.param("query").is_some())
+        .map(|r| r.param("timeout").unwrap_or("-").to_owned())
+        .collect()
 }
 
 pub(crate) fn close(a: f64, b: f64) -> bool {
@@ -486,6 +505,43 @@ pub(crate) async fn slow_server_hits_the_timeout<H: Harness>() {
     assert_eq!(v.code(), code(h.provider(), "timeout"));
 }
 
+/// Every query sends Prometheus' evaluation `timeout`, so the server stops when the
+/// client stops waiting: by default the call's time limit minus a margin (29 s of 30 s,
+/// 4.5 s of 5 s), a configured one never above the limit. A real Prometheus that runs
+/// out of it answers 503 `timeout`, which is class `timeout`.
+pub(crate) async fn every_query_carries_an_evaluation_timeout<H: Harness>() {
+    let h = H::start().await;
+    let policy = apid_policy(&h);
+    let request = locked(&h, &policy, TIDB_CPU.name, TIDB_CPU.expr);
+    let five = ResponseLimits {
+        timeout: Duration::from_secs(5),
+        ..ResponseLimits::default()
+    };
+    for result in [
+        h.run(&request, ResponseLimits::default()).await,
+        h.run(&request, five).await,
+        h.run_with_evaluation_timeout(&request, five, Duration::from_secs(60))
+            .await,
+        h.run_with_evaluation_timeout(&request, five, Duration::from_secs(2))
+            .await,
+    ] {
+        let result = checked(&h, result);
+        assert!(!result.is_failed(), "{}", result.text());
+    }
+    assert_eq!(h.sent_timeouts(), ["29", "4.5", "5", "2"]);
+
+    let result = checked(
+        &h,
+        h.run_with_evaluation_timeout(&request, ResponseLimits::default(), Duration::from_nanos(1))
+            .await,
+    );
+    let v = view(&result);
+    assert_failure(&v, FailureClass::Timeout);
+    assert_eq!(v.error().http_status, Some(503), "{v:?}");
+    assert_eq!(v.error().prometheus_error_type.as_deref(), Some("timeout"));
+    assert!(v.detail().contains("query timed out"), "{}", v.detail());
+}
+
 /// A body over the cap is refused, never truncated, and the model is told to narrow.
 pub(crate) async fn oversized_body_is_refused<H: Harness>() {
     let h = H::start().await;
@@ -578,6 +634,7 @@ macro_rules! conformance_suite {
             bad_credentials_stop_the_turn,
             server_killed_mid_run,
             slow_server_hits_the_timeout,
+            every_query_carries_an_evaluation_timeout,
             oversized_body_is_refused,
             non_json_body_is_a_provider_error,
             lock_rejection_sends_nothing,

@@ -1,6 +1,8 @@
 //! The Clinic adapter, the conformance cases for it, and Clinic's own tests: the seed
 //! figures through one batch, batch order and status, the cluster-scoped path.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use evidence_connectors::{
     ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist, ResponseLimits,
@@ -122,6 +124,21 @@ impl Harness for ClinicHarness {
 
     fn requests(&self) -> usize {
         self.front.requests().len()
+    }
+
+    async fn run_with_evaluation_timeout(
+        &self,
+        request: &evidence_policy::LockedRequest,
+        limits: ResponseLimits,
+        evaluation_timeout: Duration,
+    ) -> ToolResult {
+        let mut config = self.config(limits);
+        config.evaluation_timeout = Some(evaluation_timeout);
+        self.call(request, &config).await
+    }
+
+    fn sent_timeouts(&self) -> Vec<String> {
+        cases::sent_timeouts(&self.front.requests())
     }
 
     fn prometheus_url(&self) -> String {

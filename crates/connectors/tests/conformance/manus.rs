@@ -162,6 +162,25 @@ impl Harness for ManusHarness {
         self.front.requests().len()
     }
 
+    async fn run_with_evaluation_timeout(
+        &self,
+        request: &LockedRequest,
+        limits: ResponseLimits,
+        evaluation_timeout: Duration,
+    ) -> ToolResult {
+        let mut config = self.config(limits);
+        config.evaluation_timeout = Some(evaluation_timeout);
+        let secrets = secrets_with(&ref_keys_text());
+        self.connector
+            .call(request, &config, &secrets)
+            .await
+            .unwrap()
+    }
+
+    fn sent_timeouts(&self) -> Vec<String> {
+        crate::cases::sent_timeouts(&self.front.requests())
+    }
+
     fn prometheus_url(&self) -> String {
         self.prometheus.url()
     }

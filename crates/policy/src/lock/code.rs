@@ -23,6 +23,7 @@ pub(crate) enum Code {
     EmptyBatch,
     BatchTooLarge,
     PromqlParseError,
+    PromqlTooDeep,
     UnsupportedPromql,
     ScopeViolation,
     WindowViolation,
@@ -31,7 +32,7 @@ pub(crate) enum Code {
 
 impl Code {
     /// Every code, in declaration order.
-    pub(crate) const ALL: [Code; 21] = [
+    pub(crate) const ALL: [Code; 22] = [
         Code::InvalidArguments,
         Code::MissingQueryId,
         Code::InvalidQueryId,
@@ -49,6 +50,7 @@ impl Code {
         Code::EmptyBatch,
         Code::BatchTooLarge,
         Code::PromqlParseError,
+        Code::PromqlTooDeep,
         Code::UnsupportedPromql,
         Code::ScopeViolation,
         Code::WindowViolation,
@@ -75,6 +77,7 @@ impl Code {
             Code::EmptyBatch => "empty_batch",
             Code::BatchTooLarge => "batch_too_large",
             Code::PromqlParseError => "promql_parse_error",
+            Code::PromqlTooDeep => "promql_too_deep",
             Code::UnsupportedPromql => "unsupported_promql",
             Code::ScopeViolation => "scope_violation",
             Code::WindowViolation => "window_violation",

@@ -73,6 +73,7 @@ impl<'a> Ctx<'a> {
                 end: i128::from(policy.window.end.as_millisecond()),
                 earliest: start.saturating_sub(lookback),
                 max_subquery_points: max_points,
+                step_ms: u128::from(default_step) * 1000,
             },
         })
     }

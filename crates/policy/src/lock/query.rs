@@ -5,6 +5,8 @@
 //! compute the request digest. A rejection at any step carries the digest of the
 //! request as sent.
 
+use std::time::Duration;
+
 use evidence_result::{Failure, Provider, QueryId, RequestDigest};
 use promql_parser::parser::Expr;
 use serde_json::{Map, Value};
@@ -15,7 +17,7 @@ use super::digest::{SentFields, locked_digest, rejected_digest};
 use super::fixed::{Spec, extras_failure, quoted_list};
 use super::types::{LockRejection, LockedQuery, points};
 use crate::args::{InstanceRef, MAX_EXPR_BYTES, Step, Unit, json_kind};
-use crate::promql::{self, LabelConflict, WindowIssue};
+use crate::promql::{self, LabelConflict, ParseError, ReadBounds, WindowIssue};
 
 /// A field value that is either valid or the code and message of its rejection.
 type Field<T> = Result<T, (Code, String)>;
@@ -37,8 +39,8 @@ pub(super) fn lock_query(
     let valid = fields.validate().map_err(reject)?;
     let ast = fields.checked_ast().map_err(reject)?;
     let step_seconds = step_seconds(ctx, valid.step).map_err(reject)?;
-    check_window(ctx, ast).map_err(reject)?;
-    let expr = bind_scope(ctx, ast).map_err(reject)?;
+    check_window(ctx, ast, step_seconds).map_err(reject)?;
+    let expr = bind_scope(ctx, ast, step_seconds).map_err(reject)?;
     let unit = valid.unit.map(String::from);
     let instance_ref = valid.instance_ref.map(String::from);
     let request_digest = locked_digest(
@@ -74,7 +76,7 @@ struct Fields<'o> {
     unit: Field<Option<Unit>>,
     instance_ref: Field<Option<InstanceRef>>,
     /// The parsed expression, when `expr` is valid.
-    parsed: Option<Result<Expr, String>>,
+    parsed: Option<Result<Expr, ParseError>>,
     /// The step in seconds (the default when none is given), when `step` is valid.
     resolved_step: Option<u64>,
 }
@@ -136,7 +138,13 @@ impl<'o> Fields<'o> {
     fn checked_ast(&self) -> Result<&Expr, Box<Failure>> {
         let ast = match &self.parsed {
             Some(Ok(ast)) => ast,
-            Some(Err(message)) => {
+            Some(Err(ParseError::TooDeep(message))) => {
+                return Err(Box::new(Code::PromqlTooDeep.failure(
+                    message.clone(),
+                    "Write the expression with less nesting: drop redundant parentheses and repeated unary minus, and split deep compositions into separate queries.",
+                )));
+            }
+            Some(Err(ParseError::Syntax(message))) => {
                 return Err(Box::new(Code::PromqlParseError.failure(
                     message.clone(),
                     "Correct the PromQL syntax at the reported position.",
@@ -291,10 +299,14 @@ fn step_seconds(ctx: &Ctx<'_>, step: Option<Step>) -> Result<u64, Box<Failure>> 
 }
 
 /// Step 6: everything the expression reads (ranges, subqueries, offsets, `@`) stays
-/// within the policy window and its look-back, and subqueries within the points limit.
-fn check_window(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<Failure>> {
+/// within the policy window and its look-back, and subqueries within the points limit
+/// (a subquery without a step counted at the query's step, which step 7 writes into it).
+fn check_window(ctx: &Ctx<'_>, ast: &Expr, step_seconds: u64) -> Result<(), Box<Failure>> {
     let policy = ctx.policy;
-    let b = &ctx.bounds;
+    let b = &ReadBounds {
+        step_ms: u128::from(step_seconds) * 1000,
+        ..ctx.bounds
+    };
     let failure = |issue| {
         match issue {
         WindowIssue::Outside {
@@ -335,10 +347,12 @@ fn check_window(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<Failure>> {
     promql::check_reads(ast, (b.start, b.end), b).map_err(|issue| Box::new(failure(issue)))
 }
 
-/// Step 7: every selector bound to the package's scope labels, printed back from the
-/// checked AST.
-fn bind_scope(ctx: &Ctx<'_>, ast: &Expr) -> Result<String, Box<Failure>> {
+/// Step 7: every selector bound to the package's scope labels and every subquery without
+/// a step given the query's step (so Prometheus runs it at the step its points were
+/// counted with, not at its own evaluation interval), printed back from the checked AST.
+fn bind_scope(ctx: &Ctx<'_>, ast: &Expr, step_seconds: u64) -> Result<String, Box<Failure>> {
     let mut bound = ast.clone();
+    promql::pin_subquery_steps(&mut bound, Duration::from_secs(step_seconds));
     promql::bind_labels(&mut bound, &ctx.bindings).map_err(|LabelConflict { label, matcher }| {
         Box::new(Code::ScopeViolation.failure(
             format!(

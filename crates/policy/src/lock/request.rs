@@ -287,6 +287,50 @@ mod tests {
     }
 
     #[test]
+    fn subquery_points_count_the_window_and_the_query_step() {
+        // 900 s window, at most 100 points, 15 s step (the default and the minimum).
+        let mut p = clinic();
+        p.limits.max_points_per_series = 100;
+        let one = |expr: &str| {
+            let args = json!({"queries": [{"queryId": "q", "expr": expr}]});
+            let locked = lock(&p, PolicySource::TrustedEnvelope, &args, &scope()).unwrap();
+            match &locked.items[0] {
+                LockedItem::Ready(q) => Ok(q.expr.clone()),
+                LockedItem::Rejected { failure, .. } => Err(Box::new(failure.clone())),
+            }
+        };
+        // (900 s + 1200 s) / 15 s + 1 = 141 points: the window counts, not the range alone.
+        let f = one("max_over_time(up[20m:15s])").unwrap_err();
+        assert_eq!(f.error.code.as_str(), "too_many_points");
+        assert!(
+            f.detail_error.contains("141 evaluation points"),
+            "{}",
+            f.detail_error
+        );
+        assert!(
+            f.correction.instruction.contains("at least 21001ms"),
+            "{}",
+            f.correction.instruction
+        );
+        // A subquery without a step is counted at the query's step: 141 points again.
+        let f = one("max_over_time(up[20m:])").unwrap_err();
+        assert_eq!(f.error.code.as_str(), "too_many_points");
+        // (900 s + 585 s) / 15 s + 1 = 100 points is within the limit, and the locked
+        // expression carries the step it was counted with.
+        assert_eq!(
+            one("max_over_time(up[585s:])").unwrap(),
+            r#"max_over_time(up{cluster_id="SaaS01"}[9m45s:15s])"#
+        );
+        assert!(one("max_over_time(up[10m:])").is_err(), "101 points");
+        // Anchored with @ end(), the parent is evaluated once: 1200 s / 15 s + 1 = 81.
+        assert!(one("max_over_time(up[20m:15s] @ end())").is_ok());
+        // A nested subquery runs over its parent's whole evaluation span:
+        // (900 s + 300 s + 60 s) / 15 s + 1 = 85 points, and with 10 s steps 127.
+        assert!(one("max_over_time(max_over_time(up[1m:])[5m:1m])").is_ok());
+        assert!(one("max_over_time(max_over_time(up[1m:10s])[5m:1m])").is_err());
+    }
+
+    #[test]
     fn scope_bindings_resolve_or_fail_closed() {
         let p = clinic();
         let ks = ScopeBinding::new("keyspace_id", ScopeValue::KeyspaceId).unwrap();
