@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use evidence_package::{MANIFEST_FILE, Package, PackageKind};
+use evidence_package::{MANIFEST_FILE, Package};
 
 use crate::ToolError;
 
@@ -93,13 +93,8 @@ pub fn own_package(exe: &Path) -> Result<Package, ToolError> {
                 exe.display()
             ))
         })?;
+    // Deployable only: a source folder (no binary) does not load here.
     let package = Package::load(dir)?;
-    if package.kind() != PackageKind::Deployable {
-        return Err(ToolError::Packaging(format!(
-            "{} is not a deployable package folder",
-            dir.display()
-        )));
-    }
     let entry = dir.join(&package.manifest().entrypoint);
     let entry = entry
         .canonicalize()
