@@ -411,3 +411,35 @@ fn the_signer_signs_only_a_deployable_folder() {
     assert_eq!(code, 2);
     assert!(err.contains("not empty"), "{err}");
 }
+
+/// The secrets each committed package's auth binding injects are exactly the
+/// auth-binding variables its tool reads (`CONTEXT_VARS`): the binding and the connector
+/// name the same variables.
+#[test]
+fn auth_bindings_inject_exactly_what_the_tools_read() {
+    use evidence_tool::{CONTEXT_VARS, ReadBy, SetBy};
+    for (identity, revision, read_by) in [
+        ("managed_auto_oncall_clinic", "v3", ReadBy::Clinic),
+        ("managed_auto_oncall_clinic", "v2", ReadBy::Clinic),
+        ("managed_auto_oncall_manus", "v2", ReadBy::Manus),
+        ("managed_auto_oncall_wetech", "v2", ReadBy::Wetech),
+    ] {
+        let package =
+            evidence_package::Package::load_source(&source_dir(identity, revision)).unwrap();
+        let mut injected: Vec<&str> = package
+            .manifest()
+            .auth
+            .secrets
+            .iter()
+            .map(|s| s.env.as_str())
+            .collect();
+        injected.sort_unstable();
+        let mut read: Vec<&str> = CONTEXT_VARS
+            .iter()
+            .filter(|v| v.read_by == read_by && v.set_by == SetBy::AuthBinding)
+            .map(|v| v.name)
+            .collect();
+        read.sort_unstable();
+        assert_eq!(injected, read, "{identity} {revision}");
+    }
+}
