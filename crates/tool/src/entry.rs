@@ -219,7 +219,7 @@ fn read_keys() -> Result<KeyRing, RuntimeFailure> {
             format!("{POLICY_KEYS_ENV} is not set: no verification keys"),
         )
     })?;
-    KeyRing::parse_secret(&SecretString::from(keys)).map_err(|e| {
+    keys.parse::<KeyRing>().map_err(|e| {
         RuntimeFailure::new(
             RuntimeFailureKind::ContextInvalid,
             format!("{POLICY_KEYS_ENV} cannot be read: {e}"),

@@ -11,7 +11,7 @@ use std::time::Instant;
 use evidence_connectors::{ClinicConfig, ClinicConnector, ClinicSecrets, HostAllowlist};
 use evidence_materialize::{Admission, RefusalCode, Turn, TurnLimits};
 use evidence_package::{Package, SecretBinding, SecretValues};
-use evidence_policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use evidence_policy::{KeyRing, PolicySigner, TrustedPolicy};
 use evidence_result::{FailureClass, ToolResult};
 use evidence_test_support as test_support;
 use evidence_tool::{PolicyInput, SandboxCall, prepare};
@@ -84,8 +84,8 @@ async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() 
     let mut values = SecretValues::new();
     values.insert("clinic_api_token", SecretString::from(token.to_owned()));
     let binding = SecretBinding::bind(&package, values).unwrap();
-    let keys: KeyRing = format!("{KID}:{}", signing_key()).parse().unwrap();
-    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new(KID).unwrap()).unwrap();
+    let keys: KeyRing = policy_keys().parse().unwrap();
+    let signer = test_signer();
     let policy: TrustedPolicy =
         serde_json::from_value(policy("clinic", "managed_auto_oncall_clinic", json!({}))).unwrap();
     let config = ClinicConfig::new(
