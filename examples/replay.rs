@@ -386,9 +386,9 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         }
     );
     let backends = Backends::start(mode).await?;
-    let key = base64::engine::general_purpose::STANDARD.encode(rand_key());
-    let keys: KeyRing = format!("{POLICY_KID}:{key}").parse()?;
-    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new(POLICY_KID)?)?;
+    // Auto-oncall's Ed25519 key for this run; the tool sandboxes get only its public key.
+    let signer = PolicySigner::generate(KeyId::new(POLICY_KID)?)?;
+    let keys: KeyRing = signer.key_ring_entry().parse()?;
     let mut handoffs: Vec<(&str, Handoff)> = Vec::new();
 
     // ---- Clinic: APID-29213 and ST-2865 ----

@@ -15,9 +15,8 @@ use std::error::Error;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use evidence_test_support as support;
-use managed_evidence::policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use managed_evidence::policy::{KeyId, PolicySigner, TrustedPolicy};
 use managed_evidence::tool::build_deployable;
 use rand::RngCore as _;
 use secrecy::SecretString;
@@ -61,14 +60,9 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let package = build_deployable(&source, &binary, &package_dir)?;
     let digest = package.digest();
     let tool = package_dir.join(&package.manifest().entrypoint);
-    let mut key = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut key);
-    let keys = format!(
-        "{KID}:{}",
-        base64::engine::general_purpose::STANDARD.encode(key)
-    );
-    let ring = KeyRing::parse_secret(&SecretString::from(keys.clone()))?;
-    let signer = PolicySigner::from_key_ring(&ring, &KeyId::new(KID)?)?;
+    // The tool process gets only the public key of this run's signing key.
+    let signer = PolicySigner::generate(KeyId::new(KID)?)?;
+    let keys = signer.key_ring_entry();
 
     let mut queries = Vec::new();
     for (query, unit, cluster) in support::SIDE_BY_SIDE_QUERIES {

@@ -42,7 +42,8 @@ impl TurnLimits {
 #[serde(rename_all = "snake_case")]
 pub enum RefusalCode {
     /// A shared failure (`authentication`, `session_bootstrap`, `readiness`,
-    /// `authorization`, `browser_runtime`) stopped the turn. Class `policy_violation`.
+    /// `authorization`, `browser_runtime`, `output_blocked`) stopped the turn. Class
+    /// `policy_violation`.
     TurnStopped,
     /// The turn reached its limit of calls. Class `policy_violation`.
     TurnCallLimit,
@@ -62,8 +63,7 @@ pub enum RefusalCode {
     /// `policy_violation`.
     CorrectionExhausted,
     /// The objective failed with a class that a changed request does not fix
-    /// (`provider_unavailable`, `timeout`, `output_blocked`, `internal`). Class
-    /// `policy_violation`.
+    /// (`provider_unavailable`, `timeout`, `internal`). Class `policy_violation`.
     ObjectiveFailed,
     /// The objective already has an answer (`ok` or `no_data`) in this turn. Class
     /// `policy_violation`.

@@ -36,13 +36,14 @@ fn class() -> impl Strategy<Value = FailureClass> {
     use FailureClass::*;
     prop_oneof![
         6 => prop::sample::select(vec![InvalidArgument, QueryRejected, PolicyViolation]),
-        2 => prop::sample::select(vec![ProviderUnavailable, Timeout, OutputBlocked, Internal]),
+        2 => prop::sample::select(vec![ProviderUnavailable, Timeout, Internal]),
         1 => prop::sample::select(vec![
             Authentication,
             SessionBootstrap,
             Readiness,
             Authorization,
-            BrowserRuntime
+            BrowserRuntime,
+            OutputBlocked
         ]),
     ]
 }

@@ -111,6 +111,46 @@ fn a_shared_failure_stops_the_turn_for_every_package_and_objective() {
     }
 }
 
+/// A blocked output confirms a guessed secret (`label_replace(vector(1), "x", "<guess>",
+/// "", "")` is blocked exactly when the guess is right), so it stops the turn: one guess
+/// per turn. Both forms the guard produces stop it: the failure of the query and the
+/// fixed withheld result without a query id.
+#[test]
+fn a_blocked_output_stops_the_turn_so_a_model_gets_one_guess() {
+    let withheld = ToolResult::withheld(origin(PackageId::wetech(), Provider::Wetech));
+    for blocked in [
+        wetech_fail(&qid("guess1"), 1, FailureClass::OutputBlocked),
+        withheld,
+    ] {
+        let mut turn = Turn::new(TurnLimits::new(10));
+        let t = admit(&mut turn, &wetech(&qid("guess1"), 1));
+        // The blocked result itself invites no correction.
+        let c = blocked.details().correction.clone().unwrap();
+        assert!(!c.allowed, "{}", blocked.text());
+        assert!(c.instruction.contains("stop"), "{}", c.instruction);
+        turn.record(t, blocked, MS).unwrap();
+        assert!(turn.is_stopped(), "a blocked output stops the turn");
+        assert_eq!(turn.stop().unwrap().class, FailureClass::OutputBlocked);
+        // The next guess (a new queryId, a changed expression) and every other call are
+        // refused without running.
+        for call in [
+            wetech(&qid("guess2"), 2),
+            wetech(&qid("guess1"), 3),
+            Call::new(PackageId::clinic(), Provider::Clinic).with_query(qid("c"), None),
+        ] {
+            let r = refused(&mut turn, &call);
+            assert_eq!(r.code, RefusalCode::TurnStopped);
+            assert!(!r.result.details().correction.as_ref().unwrap().allowed);
+        }
+        assert_eq!(turn.admitted_calls(), 1);
+        let h = turn.handoff().unwrap();
+        assert_eq!(
+            h.turn_stop.as_ref().unwrap().class,
+            FailureClass::OutputBlocked
+        );
+    }
+}
+
 #[test]
 fn call_limits_come_from_the_caller() {
     let mut turn = Turn::new(TurnLimits::new(2));
@@ -196,7 +236,6 @@ fn failures_a_change_cannot_fix_are_not_retried() {
     for class in [
         FailureClass::ProviderUnavailable,
         FailureClass::Timeout,
-        FailureClass::OutputBlocked,
         FailureClass::Internal,
     ] {
         let mut turn = Turn::new(TurnLimits::new(10));

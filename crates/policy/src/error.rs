@@ -14,10 +14,16 @@ pub enum PolicyError {
     /// The envelope's format version is not supported.
     #[error("unsupported policy envelope version {0}")]
     UnsupportedVersion(u32),
+    /// The envelope is in the HMAC-SHA256 format of version 1, which is no longer
+    /// accepted: its verification keys could also sign.
+    #[error(
+        "policy envelope version 1 (HMAC-SHA256) is no longer accepted: re-sign the policy with an Ed25519 key (envelope version 2)"
+    )]
+    LegacyHmacEnvelope,
     /// The envelope names a key id that the key ring does not hold.
     #[error("unknown policy key id {0:?}")]
     UnknownKey(String),
-    /// The envelope's MAC does not verify under the named key.
+    /// The envelope's signature does not verify under the named public key.
     #[error("policy envelope signature does not verify")]
     BadSignature,
     /// The envelope is bound to another package digest.
@@ -131,6 +137,7 @@ mod tests {
             },
             PolicyError::Promql("unexpected end".to_owned()),
             PolicyError::BadSignature,
+            PolicyError::LegacyHmacEnvelope,
             PolicyError::RuntimeContext("unset".to_owned()),
         ] {
             let failure = error.to_failure();

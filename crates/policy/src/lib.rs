@@ -6,6 +6,7 @@ mod depth;
 mod envelope;
 mod error;
 mod ids;
+mod keys;
 mod lock;
 mod policy;
 mod promql;
@@ -20,12 +21,10 @@ pub use delivery::{
     read_runtime_envelope,
 };
 pub use depth::MAX_PROMQL_DEPTH;
-pub use envelope::{
-    ENVELOPE_VERSION, KeyRing, MAX_ENVELOPE_BYTES, MIN_KEY_BYTES, PolicySigner, SignedPolicy,
-    verify,
-};
+pub use envelope::{ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, SignedPolicy, verify};
 pub use error::PolicyError;
 pub use ids::{KeyId, PolicyId, TicketKey};
+pub use keys::{KeyRing, PUBLIC_KEY_BYTES, PolicySigner, SECRET_KEY_BYTES};
 pub use lock::{
     LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue, lock,
 };

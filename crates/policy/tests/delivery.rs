@@ -7,20 +7,28 @@ mod support;
 
 use std::process::Command;
 
-use base64::Engine as _;
 use evidence_policy::{
     KeyId, KeyRing, PolicyError, PolicySigner, RUNTIME_CONTEXT_ENV, load_runtime_policy,
     read_runtime_envelope,
 };
 use evidence_result::{Digest, PackageId, Provider};
+use secrecy::SecretSlice;
 use support::*;
 
 const CHILD: &str = "EVIDENCE_POLICY_DELIVERY_CHILD";
 const TEST: &str = "runtime_context_env_names_the_envelope_file";
 
+fn signer() -> PolicySigner {
+    PolicySigner::new(
+        KeyId::new("rt1").unwrap(),
+        SecretSlice::from(vec![42u8; 32]),
+    )
+    .unwrap()
+}
+
+/// The sandbox's ring, parsed from its text form: the public key only.
 fn ring() -> KeyRing {
-    let key = base64::engine::general_purpose::STANDARD.encode([42u8; 32]);
-    format!("rt1:{key}").parse().unwrap()
+    signer().key_ring_entry().parse().unwrap()
 }
 
 fn digest() -> Digest {
@@ -82,8 +90,7 @@ fn runtime_context_env_names_the_envelope_file() {
         child(&mode);
         return;
     }
-    let signer = PolicySigner::from_key_ring(&ring(), &KeyId::new("rt1").unwrap()).unwrap();
-    let envelope = signer.sign(&apid_29213("wetech"), digest()).unwrap();
+    let envelope = signer().sign(&apid_29213("wetech"), digest()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trusted-context.json");
     std::fs::write(&path, format!("{}\n", envelope.to_json().unwrap())).unwrap();

@@ -6,7 +6,6 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use base64::Engine as _;
 use evidence_policy::{
     KeyId, KeyRing, LockedItem, PolicySigner, SignedPolicy, TrustedPolicy, lock, verify,
 };
@@ -300,12 +299,22 @@ proptest! {
     }
 }
 
+/// The signers of the tests, from fixed seeds.
+fn signer(kid: &str) -> PolicySigner {
+    let seed = if kid == "k1" { [11u8; 32] } else { [22u8; 32] };
+    PolicySigner::new(
+        KeyId::new(kid).unwrap(),
+        secrecy::SecretSlice::from(seed.to_vec()),
+    )
+    .unwrap()
+}
+
+/// The sandbox's ring: the public keys of `k1` and `k2`, as `EVIDENCE_POLICY_KEYS` holds them.
 fn ring() -> KeyRing {
-    let b64 = base64::engine::general_purpose::STANDARD;
     format!(
-        "k1:{},k2:{}",
-        b64.encode([11u8; 32]),
-        b64.encode([22u8; 32])
+        "{},{}",
+        signer("k1").key_ring_entry(),
+        signer("k2").key_ring_entry()
     )
     .parse()
     .unwrap()
@@ -335,7 +344,7 @@ fn now() -> jiff::Timestamp {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: 128, ..Config::default() })]
+    #![proptest_config(Config { cases: 1000, ..Config::default() })]
 
     /// Changing any byte of an envelope makes it fail to read or fail to verify.
     #[test]
@@ -347,7 +356,7 @@ proptest! {
     ) {
         let ring = ring();
         let digest = Digest::sha256(b"package under test");
-        let signer = PolicySigner::from_key_ring(&ring, &KeyId::new(kid).unwrap()).unwrap();
+        let signer = signer(kid);
         let text = signer.sign(&policy, digest).unwrap().to_json().unwrap();
         let ok = SignedPolicy::from_json(&text).unwrap();
         prop_assert_eq!(verify(&ok, &ring, &digest, &policy.package, policy.provider, now()).unwrap(), policy.clone());
@@ -372,7 +381,7 @@ proptest! {
     ) {
         prop_assume!(signed_for != running);
         let ring = ring();
-        let signer = PolicySigner::from_key_ring(&ring, &KeyId::new("k1").unwrap()).unwrap();
+        let signer = signer("k1");
         let env = signer.sign(&policy, Digest::Sha256(signed_for)).unwrap();
         let result = verify(&env, &ring, &Digest::Sha256(running), &policy.package, policy.provider, now());
         let is_digest_mismatch = matches!(result, Err(evidence_policy::PolicyError::DigestMismatch { .. }));

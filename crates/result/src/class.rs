@@ -32,7 +32,9 @@ pub enum FailureClass {
     ProviderUnavailable,
     /// The call ran out of time.
     Timeout,
-    /// The output held a bound secret and was replaced by this error.
+    /// The output held a bound secret and was replaced by this error. Shared: stops the
+    /// turn, because whether an output is blocked confirms or refutes a guessed secret
+    /// (a value the model wrote into a label): one guess per turn.
     OutputBlocked,
     /// A fault inside the tool itself, including a trusted policy that does not verify.
     Internal,
@@ -47,9 +49,9 @@ pub enum FailureGroup {
     /// `policy_violation`: correctable only by removing the offending part.
     Policy,
     /// `authentication`, `session_bootstrap`, `readiness`, `authorization`,
-    /// `browser_runtime`: stop the turn, never retried per objective.
+    /// `browser_runtime`, `output_blocked`: stop the turn, never retried per objective.
     Shared,
-    /// `provider_unavailable`, `timeout`, `output_blocked`, `internal`.
+    /// `provider_unavailable`, `timeout`, `internal`.
     Other,
 }
 
@@ -76,10 +78,9 @@ impl FailureClass {
         match self {
             InvalidArgument | QueryRejected => FailureGroup::SameTurnCorrectable,
             PolicyViolation => FailureGroup::Policy,
-            Authentication | SessionBootstrap | Readiness | Authorization | BrowserRuntime => {
-                FailureGroup::Shared
-            }
-            ProviderUnavailable | Timeout | OutputBlocked | Internal => FailureGroup::Other,
+            Authentication | SessionBootstrap | Readiness | Authorization | BrowserRuntime
+            | OutputBlocked => FailureGroup::Shared,
+            ProviderUnavailable | Timeout | Internal => FailureGroup::Other,
         }
     }
 
@@ -149,14 +150,16 @@ mod tests {
                 &SessionBootstrap,
                 &Readiness,
                 &Authorization,
-                &BrowserRuntime
+                &BrowserRuntime,
+                &OutputBlocked
             ]
         );
+        assert!(!OutputBlocked.allows_correction());
         assert!(InvalidArgument.is_same_turn_correctable());
         assert!(QueryRejected.is_same_turn_correctable());
         assert!(PolicyViolation.is_policy() && PolicyViolation.allows_correction());
         assert!(!PolicyViolation.is_same_turn_correctable());
-        for c in [ProviderUnavailable, Timeout, OutputBlocked, Internal] {
+        for c in [ProviderUnavailable, Timeout, Internal] {
             assert_eq!(c.group(), FailureGroup::Other);
             assert!(!c.allows_correction());
         }

@@ -132,6 +132,10 @@ const HTTP_CLASSES: &[FailureClass] = &[
 ///   the deployment configuration is unusable, or the arguments cannot be read, so the
 ///   tool is not in a state to run.
 ///
+/// `output_blocked` (the output guard) is of the shared class `output_blocked`: whether
+/// an output is blocked tells a guessed secret from a wrong one, so a blocked output stops
+/// the turn and a model gets one guess per turn.
+///
 /// New codes are added here first; the test of each producing crate fails until they
 /// are.
 pub const ERROR_CODES: &[KnownCode] = &[

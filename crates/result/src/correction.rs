@@ -67,8 +67,9 @@ impl Correction {
                  error. Do not correct the query; report the objective as failed."
             }
             FailureClass::OutputBlocked => {
-                "The output was withheld because it contained a protected value. Do not retry; \
-                 report the objective as failed."
+                "The output was withheld because it contained a protected value. This stops \
+                 the turn: do not call any evidence tool again in this turn, for this or any \
+                 other objective; report the objective as failed."
             }
             FailureClass::Internal => "Internal tool failure. Do not retry; report it.",
         };
@@ -100,6 +101,13 @@ mod tests {
 
     #[test]
     fn shared_classes_forbid_correction() {
+        let c = Correction::for_class(FailureClass::OutputBlocked, None, vec![]);
+        assert!(!c.allowed);
+        assert!(
+            c.instruction.contains("stops the turn"),
+            "{}",
+            c.instruction
+        );
         let c = Correction::for_class(FailureClass::Authentication, None, vec![]);
         assert!(!c.allowed);
         assert!(c.instruction.contains("stop this turn"));

@@ -8,7 +8,8 @@ use evidence_policy::RUNTIME_CONTEXT_ENV;
 
 /// The file holding the signed per-request policy envelope (set by the runtime, per call).
 pub const TRUSTED_CONTEXT_ENV: &str = RUNTIME_CONTEXT_ENV;
-/// The policy verification keys, `kid:base64key,...` (set by the runtime).
+/// The policy verification keys, Ed25519 public keys only, `kid:base64publickey,...`
+/// (set by the runtime).
 pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
 /// The file the audit record is appended to; stderr when unset (set by the runtime).
 pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
@@ -28,7 +29,7 @@ pub const WETECH_CHROMIUM_ENV: &str = "WETECH_CHROMIUM";
 pub const WETECH_CHROMEDRIVER_ENV: &str = "WETECH_CHROMEDRIVER";
 /// The signing key id (signer only).
 pub const SIGNING_KID_ENV: &str = "EVIDENCE_SIGNING_KID";
-/// The signing key (signer only; never in a tool sandbox).
+/// The Ed25519 private key, base64 (signer only; never in a tool sandbox).
 pub const SIGNING_KEY_ENV: &str = "EVIDENCE_SIGNING_KEY";
 
 /// Default Chromium binary of the Wetech entrypoint.
@@ -109,7 +110,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::AllTools,
         SetBy::Runtime,
         true,
-        "policy verification keys, `kid:base64key,...`",
+        "policy verification keys (Ed25519 public keys), `kid:base64publickey,...`",
     ),
     var(
         AUDIT_LOG_ENV,
@@ -214,7 +215,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::SignPolicy,
         SetBy::Signer,
         false,
-        "signing key, base64 (or `--key`)",
+        "Ed25519 private key, base64 (or `--key`/`--key-file`)",
     ),
 ];
 

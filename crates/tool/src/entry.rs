@@ -17,7 +17,7 @@ use secrecy::SecretString;
 
 use crate::ToolError;
 use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
-use crate::context::{POLICY_KEYS_ENV, TRUSTED_CONTEXT_ENV, get};
+use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV, TRUSTED_CONTEXT_ENV, get};
 use crate::deploy::own_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::output::write_outputs;
@@ -212,14 +212,25 @@ fn read_envelope() -> Result<SignedPolicy, RuntimeFailure> {
     })
 }
 
+/// The verification key ring. A sandbox that was also given the signing key (a
+/// misdeployment: anything running in it could sign policy) runs nothing.
 fn read_keys() -> Result<KeyRing, RuntimeFailure> {
+    if get(SIGNING_KEY_ENV).is_some() {
+        return Err(RuntimeFailure::new(
+            RuntimeFailureKind::ContextInvalid,
+            format!(
+                "{SIGNING_KEY_ENV} is set in a tool sandbox: the policy signing key must stay \
+                 with the signer; give the sandbox only {POLICY_KEYS_ENV}"
+            ),
+        ));
+    }
     let keys = get(POLICY_KEYS_ENV).ok_or_else(|| {
         RuntimeFailure::new(
             RuntimeFailureKind::ContextMissing,
             format!("{POLICY_KEYS_ENV} is not set: no verification keys"),
         )
     })?;
-    KeyRing::parse_secret(&SecretString::from(keys)).map_err(|e| {
+    keys.parse::<KeyRing>().map_err(|e| {
         RuntimeFailure::new(
             RuntimeFailureKind::ContextInvalid,
             format!("{POLICY_KEYS_ENV} cannot be read: {e}"),

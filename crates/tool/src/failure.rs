@@ -14,7 +14,8 @@ pub enum RuntimeFailureKind {
     /// The policy envelope or the verification keys are not there (unset variable,
     /// missing or unreadable file).
     ContextMissing,
-    /// The policy envelope or the verification keys are there but malformed.
+    /// The policy envelope or the verification keys are there but malformed (a version 1
+    /// HMAC envelope included), or the sandbox holds the policy signing key.
     ContextInvalid,
     /// The policy does not verify for this package digest (tampered package, wrong key,
     /// expired, other package).

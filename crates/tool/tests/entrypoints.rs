@@ -258,6 +258,12 @@ async fn runtime_context_failures_are_results_with_one_audit_record_each() {
             FailureClass::Authorization,
         ),
         (
+            "signing key in the sandbox",
+            set("EVIDENCE_SIGNING_KEY", &signing_key()),
+            "runtime_context_invalid",
+            FailureClass::Authorization,
+        ),
+        (
             "secret unset",
             unset("CLINIC_API_TOKEN"),
             "secret_not_bound",

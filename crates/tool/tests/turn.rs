@@ -2,6 +2,7 @@
 //! test front: `prepare` -> `plan` -> `Turn::admit` -> `run` -> `Turn::record`, with no
 //! digest handed in by hand. An unchanged retry of a rejected request is refused through
 //! this path; a changed retry is admitted as the objective's one correction and answers.
+//! A guessed secret that the output guard blocks stops the turn: one guess per turn.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -11,7 +12,7 @@ use std::time::Instant;
 use evidence_connectors::{ClinicConfig, ClinicConnector, ClinicSecrets, HostAllowlist};
 use evidence_materialize::{Admission, RefusalCode, Turn, TurnLimits};
 use evidence_package::{Package, SecretBinding, SecretValues};
-use evidence_policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use evidence_policy::{KeyRing, PolicySigner, TrustedPolicy};
 use evidence_result::{FailureClass, ToolResult};
 use evidence_test_support as test_support;
 use evidence_tool::{PolicyInput, SandboxCall, prepare};
@@ -31,8 +32,13 @@ struct Deployment {
 }
 
 impl Deployment {
-    /// One call through the turn, the way an embedder writes it.
-    async fn call(&self, turn: &mut Turn, args: serde_json::Value) -> (ToolResult, bool) {
+    /// One call through the turn, the way an embedder writes it: the result, and the
+    /// refusal code when the turn refused the call (nothing ran).
+    async fn call(
+        &self,
+        turn: &mut Turn,
+        args: serde_json::Value,
+    ) -> (ToolResult, Option<RefusalCode>) {
         let envelope = self
             .signer
             .sign(&self.policy, self.package.digest())
@@ -58,18 +64,23 @@ impl Deployment {
                     .unwrap();
                 turn.record(ticket, outcome.result.clone(), started.elapsed())
                     .unwrap();
-                (outcome.result, true)
+                (outcome.result, None)
             }
-            Admission::Refuse(refusal) => {
-                assert_eq!(refusal.code, RefusalCode::UnchangedRetry);
-                (refusal.result, false)
-            }
+            Admission::Refuse(refusal) => (refusal.result, Some(refusal.code)),
         }
     }
 }
 
-#[tokio::test]
-async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() {
+/// Real Prometheus, the Clinic front and Clinic v3 deployed with its token bound.
+struct Setup {
+    _prometheus: test_support::Prometheus,
+    front: test_support::ClinicFront,
+    _dir: tempfile::TempDir,
+    deployment: Deployment,
+    token: &'static str,
+}
+
+async fn setup() -> Setup {
     let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
         .await
         .unwrap();
@@ -84,8 +95,8 @@ async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() 
     let mut values = SecretValues::new();
     values.insert("clinic_api_token", SecretString::from(token.to_owned()));
     let binding = SecretBinding::bind(&package, values).unwrap();
-    let keys: KeyRing = format!("{KID}:{}", signing_key()).parse().unwrap();
-    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new(KID).unwrap()).unwrap();
+    let keys: KeyRing = policy_keys().parse().unwrap();
+    let signer = test_signer();
     let policy: TrustedPolicy =
         serde_json::from_value(policy("clinic", "managed_auto_oncall_clinic", json!({}))).unwrap();
     let config = ClinicConfig::new(
@@ -102,13 +113,26 @@ async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() 
         config,
         secrets: ClinicSecrets::new(SecretString::from(token.to_owned())),
     };
+    Setup {
+        _prometheus: prometheus,
+        front,
+        _dir: dir,
+        deployment,
+        token,
+    }
+}
+
+#[tokio::test]
+async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() {
+    let setup = setup().await;
+    let (front, deployment) = (&setup.front, &setup.deployment);
     let expr = r#"sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m]))"#;
     let bad = json!({"queries": [{"queryId": "tidb_cpu", "expr": expr, "unit": "cores!!"}]});
     let good = json!({"queries": [{"queryId": "tidb_cpu", "expr": expr, "unit": "cores"}]});
     let mut turn = Turn::new(TurnLimits::new(8));
 
-    let (first, ran) = deployment.call(&mut turn, bad.clone()).await;
-    assert!(ran);
+    let (first, refused) = deployment.call(&mut turn, bad.clone()).await;
+    assert_eq!(refused, None);
     let item = &first.details().items[0];
     assert_eq!(
         item.error.as_ref().unwrap().class,
@@ -117,13 +141,18 @@ async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() 
     assert!(front.requests().is_empty(), "a rejected item sends nothing");
 
     // The same request again: refused by the turn, nothing runs.
-    let (refused, ran) = deployment.call(&mut turn, bad).await;
-    assert!(!ran, "{}", refused.text());
+    let (refusal, refused) = deployment.call(&mut turn, bad).await;
+    assert_eq!(
+        refused,
+        Some(RefusalCode::UnchangedRetry),
+        "{}",
+        refusal.text()
+    );
     assert!(front.requests().is_empty());
 
     // The changed request: admitted, answered with real data.
-    let (answered, ran) = deployment.call(&mut turn, good).await;
-    assert!(ran);
+    let (answered, refused) = deployment.call(&mut turn, good).await;
+    assert_eq!(refused, None);
     let evidence = answered.details().items[0].evidence.as_ref().unwrap();
     assert_eq!(evidence.series_count, 56);
     assert_eq!(front.requests().len(), 1);
@@ -131,4 +160,75 @@ async fn unchanged_retry_is_refused_and_a_changed_retry_is_the_one_correction() 
     let handoff = turn.into_handoff().unwrap();
     let text = serde_json::to_string(&handoff).unwrap();
     assert!(text.contains("tidb_cpu"));
+}
+
+/// `label_replace(vector(1), "x", "<guess>", "", "")` puts a guess into a label; real
+/// Prometheus returns it, and the output guard blocks it exactly when the guess is the
+/// bound token. The blocked result is of a shared class and stops the turn, so the next
+/// guess is refused without running: a model gets one guess per turn.
+#[tokio::test]
+async fn a_guess_the_guard_confirms_stops_the_turn() {
+    let setup = setup().await;
+    let (front, deployment, token) = (&setup.front, &setup.deployment, setup.token);
+    let guess = |q: &str, value: &str| {
+        json!({"queries": [{"queryId": q, "unit": "cores",
+            "expr": format!(r#"label_replace(vector(1), "x", "{value}", "", "")"#)}]})
+    };
+    let mut turn = Turn::new(TurnLimits::new(8));
+
+    // A wrong guess runs and answers: the value comes back in the label.
+    let (wrong, refused) = deployment
+        .call(&mut turn, guess("g1", "turn-api-clinic-token-00"))
+        .await;
+    assert_eq!(refused, None);
+    assert!(!wrong.is_failed(), "{}", wrong.text());
+    assert!(wrong.text().contains("turn-api-clinic-token-00"));
+    assert!(!turn.is_stopped());
+
+    // The right guess: blocked, of a shared class, no correction invited, turn stopped.
+    let (blocked, refused) = deployment.call(&mut turn, guess("g2", token)).await;
+    assert_eq!(refused, None);
+    assert!(blocked.is_failed());
+    assert!(!blocked.text().contains(token));
+    let failure = blocked
+        .details()
+        .items
+        .first()
+        .and_then(|i| i.error.clone())
+        .or_else(|| blocked.details().error.clone())
+        .unwrap();
+    assert_eq!(failure.class, FailureClass::OutputBlocked);
+    assert!(failure.class.is_shared(), "output_blocked stops the turn");
+    assert!(evidence_result::is_known(
+        failure.code.as_str(),
+        failure.class
+    ));
+    let correction = blocked
+        .details()
+        .items
+        .first()
+        .and_then(|i| i.correction.clone())
+        .or_else(|| blocked.details().correction.clone())
+        .unwrap();
+    assert!(!correction.allowed, "{}", blocked.text());
+    assert!(turn.is_stopped());
+    let sent = front.requests().len();
+    assert_eq!(sent, 2);
+
+    // The next guess, and any other call, is refused and sends nothing.
+    for (q, value) in [("g3", "turn-api-clinic-token-02"), ("g2", "another")] {
+        let (refusal, refused) = deployment.call(&mut turn, guess(q, value)).await;
+        assert_eq!(
+            refused,
+            Some(RefusalCode::TurnStopped),
+            "{}",
+            refusal.text()
+        );
+    }
+    assert_eq!(front.requests().len(), sent, "nothing ran after the block");
+    let handoff = turn.into_handoff().unwrap();
+    assert_eq!(
+        handoff.turn_stop.as_ref().unwrap().class,
+        FailureClass::OutputBlocked
+    );
 }

@@ -14,7 +14,7 @@ use evidence_connectors::{
     BrowserConfig, HostAllowlist, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets,
 };
 use evidence_package::{Package, SecretBinding, SecretValues};
-use evidence_policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use evidence_policy::{KeyRing, TrustedPolicy};
 use evidence_result::{FailureClass, Status, ToolResult};
 use evidence_test_support::*;
 use evidence_tool::{PolicyInput, SandboxCall, run_sandbox_call};
@@ -335,8 +335,8 @@ fn build_in_process() -> InProcess {
     let mut values = SecretValues::new();
     values.insert("wetech_storage_state", SecretString::from(state.clone()));
     let binding = SecretBinding::bind(&package, values).unwrap();
-    let keys: KeyRing = format!("{KID}:{}", signing_key()).parse().unwrap();
-    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new(KID).unwrap()).unwrap();
+    let keys: KeyRing = policy_keys().parse().unwrap();
+    let signer = test_signer();
     let policy: TrustedPolicy = serde_json::from_value(wetech_policy()).unwrap();
     let envelope = signer.sign(&policy, package.digest()).unwrap();
     InProcess {

@@ -30,8 +30,8 @@ pub(crate) const SERVER_PARSE_ERROR: &str =
 pub(crate) const SERVER_PARSE_ERROR_CORRECTED: &str =
     r#"stddev_over_time(process_cpu_seconds_total{cluster_id="SaaS01",job="tidb"}[5m])"#;
 
-/// The HMAC key ring Auto-oncall signs test policies with.
-const POLICY_KEYS: &str = "conf2026:Y29uZm9ybWFuY2UtcG9saWN5LWtleS0wMTIzNDU2Nzg5YWI=";
+/// The Ed25519 private key (a fixed seed) Auto-oncall signs test policies with.
+const POLICY_SIGNING_KEY: &str = "Y29uZm9ybWFuY2UtcG9saWN5LXNlZWQtMDEyMzQ1Njc=";
 /// The digest of the package the test policies are bound to.
 const PACKAGE_BYTES: &[u8] = b"conformance package";
 
@@ -207,9 +207,14 @@ pub(crate) fn trusted_policy(
         obj.extend(extra.clone());
     }
     let policy: TrustedPolicy = serde_json::from_value(v).unwrap();
-    let keys: KeyRing = POLICY_KEYS.parse().unwrap();
+    let signer = PolicySigner::from_base64(
+        KeyId::new("conf2026").unwrap(),
+        &secrecy::SecretString::from(POLICY_SIGNING_KEY),
+    )
+    .unwrap();
+    // The verifying side holds only the public key.
+    let keys: KeyRing = signer.key_ring_entry().parse().unwrap();
     let digest = Digest::sha256(PACKAGE_BYTES);
-    let signer = PolicySigner::from_key_ring(&keys, &KeyId::new("conf2026").unwrap()).unwrap();
     let envelope = signer.sign(&policy, digest).unwrap().to_json().unwrap();
     let envelope = SignedPolicy::from_json(&envelope).unwrap();
     verify(&envelope, &keys, &digest, package, provider, now).unwrap()

@@ -18,11 +18,26 @@ pub const WETECH_TOOL: &str = env!("CARGO_BIN_EXE_wetech-tool");
 pub const SIGN_POLICY: &str = env!("CARGO_BIN_EXE_sign-policy");
 pub const PACKAGE_TOOL: &str = env!("CARGO_BIN_EXE_package-tool");
 
-/// The signing key of the tests.
+/// The key id of the tests' signing key.
 pub const KID: &str = "test-2026";
 
+/// The tests' Ed25519 private key (a fixed seed), base64: only `sign-policy` gets it.
 pub fn signing_key() -> String {
     base64::engine::general_purpose::STANDARD.encode([42u8; 32])
+}
+
+/// The tests' signer (the private key of [`signing_key`]).
+pub fn test_signer() -> evidence_policy::PolicySigner {
+    evidence_policy::PolicySigner::from_base64(
+        evidence_policy::KeyId::new(KID).unwrap(),
+        &secrecy::SecretString::from(signing_key()),
+    )
+    .unwrap()
+}
+
+/// What a tool sandbox gets in `EVIDENCE_POLICY_KEYS`: the public key only.
+pub fn policy_keys() -> String {
+    test_signer().key_ring_entry()
 }
 
 /// The committed source folder of a package revision.
@@ -138,7 +153,7 @@ pub fn run(
     )
 }
 
-/// A signed envelope on disk and the verification keys of the sandbox.
+/// A signed envelope on disk and the verification keys (public) of the sandbox.
 pub struct Signed {
     pub envelope: PathBuf,
     pub keys: String,
@@ -161,7 +176,7 @@ pub fn sign(dir: &Path, name: &str, package_dir: &Path, policy: &Value) -> Signe
     std::fs::write(&envelope, out).unwrap();
     Signed {
         envelope,
-        keys: format!("{KID}:{}", signing_key()),
+        keys: policy_keys(),
     }
 }
 
