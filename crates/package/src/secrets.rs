@@ -171,10 +171,11 @@ impl SecretBinding {
 }
 
 /// What a [`SecretBinding`] guards and leaves unguarded: the package it is bound to,
-/// the secret names, a description of every guarded value (`wetech_storage_state:
-/// cookie \`grafana_session\``) and of every storage-state value left unguarded because
-/// it is page state too short to search for (`... localStorage \`grafana.navigation.docked\`
-/// of https://grafana.example (page state, shorter than 8 bytes)`). Never a value.
+/// the secret names, a description of every guarded value
+/// (``wetech_storage_state: cookie `grafana_session` ``) and of every storage-state value
+/// left unguarded because it is page state too short to search for
+/// (``... localStorage `grafana.navigation.docked` of <origin> (page state, shorter than
+/// 8 bytes)``). Never a value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BindingReport {
     /// The package identity.
