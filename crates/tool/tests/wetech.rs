@@ -294,6 +294,25 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
     let records = audit_records(&env.dir.path().join("audit.jsonl"));
     assert_eq!(records.len(), 3);
     assert_eq!(records[2]["blocked"], true);
+    // Every record lists the page state the binding left unguarded, never a value.
+    let origin = env.grafana.base_url();
+    let unguarded: Vec<String> = serde_json::from_value(records[1]["unguarded"].clone()).unwrap();
+    let expected = [
+        "cookie `grafana_lang`".to_owned(),
+        format!("localStorage `grafana.navigation.docked` of {origin}"),
+        format!("localStorage `grafana.preferences.language` of {origin}"),
+        format!("localStorage `grafana.dashboard.recent` of {origin} (JSON leaf /starred)"),
+    ];
+    for what in expected {
+        let want = format!("wetech_storage_state: {what} (page state, shorter than 8 bytes)");
+        assert!(unguarded.contains(&want), "{want} not in {unguarded:?}");
+    }
+    assert_eq!(unguarded.len(), 4, "{unguarded:?}");
+    let line = records[1].to_string();
+    assert!(
+        !line.contains("\"true\"") && !line.contains(GRAFANA_SESSION_COOKIE_VALUE),
+        "{line}"
+    );
     // The audit record names the secret; the model sees neither its value nor its name.
     let named = records[2]["blocked_secrets"].to_string();
     assert!(named.contains("wetech_storage_state"), "{named}");

@@ -12,9 +12,10 @@ use crate::{PolicyField, TrustedPolicy};
 /// failure nobody but the platform can correct):
 /// - a binding with an invalid label, or applying to a tier that lacks its value;
 /// - a binding that applies to the policy's tier while the policy lacks its value;
-/// - a package that declares scope labels but none for a tier-specific field the
-///   policy's tier carries, whose queries would read every keyspace or parent of the
-///   cluster.
+/// - a package that declares scope labels but none, for the policy's tier, for a
+///   tier-specific field that tier carries (its queries would read every keyspace or
+///   parent of the cluster) or for a field it binds for other tiers (a `cluster_id`
+///   bound for Premium only would leave a Dedicated cluster unscoped).
 ///
 /// A package that declares no scope labels binds nothing.
 pub(super) fn tier_bindings<'a>(
@@ -50,8 +51,8 @@ pub(super) fn tier_bindings<'a>(
         return Ok(bindings);
     }
     let unbound = PolicyField::ALL.into_iter().find(|f| {
-        f.tier_specific()
-            && f.carried_by(tier)
+        f.carried_by(tier)
+            && (f.tier_specific() || scope.iter().any(|b| b.value == *f))
             && !scope.iter().any(|b| b.value == *f && b.applies_to(tier))
     });
     match unbound {
@@ -142,6 +143,18 @@ mod tests {
         assert!(tier_bindings(&policy(ClusterTier::Starter), &starter_only).is_ok());
         let e = tier_bindings(&policy(ClusterTier::Essential), &starter_only).unwrap_err();
         assert!(e.contains("keyspace_id for the essential tier"), "{e}");
+        // A field bound for some tiers only is bound for every tier that carries it.
+        let premium_cluster = vec![
+            ScopeBinding::new("cluster_id", PolicyField::ClusterId)
+                .unwrap()
+                .for_tiers([ClusterTier::Premium]),
+            ScopeBinding::new("parent_id", PolicyField::ParentId)
+                .unwrap()
+                .for_tiers([ClusterTier::Premium]),
+        ];
+        assert!(tier_bindings(&policy(ClusterTier::Premium), &premium_cluster).is_ok());
+        let e = tier_bindings(&policy(ClusterTier::Dedicated), &premium_cluster).unwrap_err();
+        assert!(e.contains("cluster_id for the dedicated tier"), "{e}");
         // A binding to a field some of its tiers lack is refused for every policy.
         let every_tier = vec![ScopeBinding::new("keyspace_id", PolicyField::KeyspaceId).unwrap()];
         let e = tier_bindings(&policy(ClusterTier::Starter), &every_tier).unwrap_err();
