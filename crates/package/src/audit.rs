@@ -70,6 +70,11 @@ pub struct AuditRecord {
     /// Which secrets the output guard matched when it blocked the output (names only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked_secrets: Vec<String>,
+    /// The storage-state values the secret binding left unguarded as page state too
+    /// short to search for (descriptions from [`crate::BindingReport::unguarded`], never
+    /// values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unguarded: Vec<String>,
 }
 
 fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
@@ -167,7 +172,15 @@ impl AuditRecord {
             output_bytes: call.output_bytes,
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
             blocked_secrets: call.blocked_secrets.clone(),
+            unguarded: Vec::new(),
         })
+    }
+
+    /// The same record, listing the values the call's secret binding left unguarded
+    /// ([`crate::SecretBinding::report`]).
+    pub fn with_unguarded(mut self, unguarded: Vec<String>) -> Self {
+        self.unguarded = unguarded;
+        self
     }
 
     /// The record as one line of JSON (no trailing newline).

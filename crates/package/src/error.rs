@@ -311,6 +311,15 @@ pub enum PackageError {
         /// Why.
         reason: String,
     },
+    /// A browser storage state holds no credential: nothing to sign in with and nothing
+    /// the output guard could tell apart from page state.
+    #[error(
+        "secret `{name}`: the storage state holds no credential (no httpOnly cookie, no cookie, localStorage entry or JSON leaf named like a session or credential, no JWT); refused"
+    )]
+    StorageStateWithoutCredential {
+        /// The secret name.
+        name: String,
+    },
     /// A secret binding was asked for another package digest.
     #[error(
         "secrets are bound to {bound} {bound_revision} ({bound_digest}), not to {requested} {requested_revision} ({requested_digest}); no environment is produced"

@@ -3,6 +3,7 @@
 mod arguments;
 mod audit;
 mod catalog;
+mod credential;
 mod error;
 mod guard;
 mod manifest;
@@ -28,7 +29,7 @@ pub use manifest::{
 };
 pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
 pub use revision::Revision;
-pub use secrets::{SandboxEnv, SecretBinding, SecretValues};
+pub use secrets::{BindingReport, SandboxEnv, SecretBinding, SecretValues};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -148,7 +148,9 @@ pub struct Manifest {
     pub auth: AuthBinding,
     /// How trusted policy is delivered.
     pub policy_delivery: PolicyDelivery,
-    /// Selector labels bound to policy values (`evidence_policy::ScopeBinding`).
+    /// Selector labels bound to policy values (`evidence_policy::ScopeBinding`), each for
+    /// every cluster tier or for the tiers it lists; every listed tier must carry the
+    /// value (`keyspace_id` for Starter and Essential, `parent_id` for Premium).
     #[serde(default)]
     pub scope_labels: Vec<ScopeBinding>,
     /// Execution limits.
@@ -674,8 +676,14 @@ fn normalize_scope_labels(labels: &[ScopeBinding]) -> Result<Vec<ScopeBinding>, 
                 format!("label {label:?} is bound twice"),
             ));
         }
+        binding.check_tiers().map_err(|e| {
+            PackageError::invalid(format!("scope_labels[{i}].tiers"), e.to_string())
+        })?;
     }
-    let mut out = labels.to_vec();
+    let mut out: Vec<ScopeBinding> = labels
+        .iter()
+        .map(|b| b.clone().for_tiers(b.tiers.iter().copied()))
+        .collect();
     out.sort_by(|a, b| a.label.cmp(&b.label));
     Ok(out)
 }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use evidence_result::{Digest, PackageId};
 use secrecy::{ExposeSecret, SecretString};
+use serde::Serialize;
 
 use crate::{GuardBuilder, GuardLimits, OutputGuard, Package, PackageError, Revision, SecretKind};
 
@@ -52,6 +53,7 @@ pub struct SecretBinding {
     revision: Revision,
     digest: Digest,
     secrets: Vec<BoundSecret>,
+    unguarded: Vec<String>,
     guard: OutputGuard,
 }
 
@@ -75,9 +77,11 @@ impl fmt::Debug for SecretBinding {
 
 impl SecretBinding {
     /// Binds values to a package: every secret its auth binding names must have a value,
-    /// no other value is accepted, values under 8 bytes (and storage-state entries under
-    /// 8 bytes) are refused, and a storage state must be Playwright `storageState` JSON.
-    /// The output guard is built here, with the package's output size cap.
+    /// no other value is accepted, values under 8 bytes are refused, and a storage state
+    /// must be Playwright `storageState` JSON holding at least one credential, none of
+    /// them under 8 bytes ([`GuardBuilder::add_storage_state`]; its page state under 8
+    /// bytes is left unguarded and listed in [`SecretBinding::report`]). The output guard
+    /// is built here, with the package's output size cap.
     pub fn bind(package: &Package, values: SecretValues) -> Result<Self, PackageError> {
         let manifest = package.manifest();
         let mut values = values.values;
@@ -110,6 +114,7 @@ impl SecretBinding {
             revision: package.revision(),
             digest: package.digest(),
             secrets,
+            unguarded: guard.unguarded().to_vec(),
             guard: guard.build()?,
         })
     }
@@ -149,6 +154,51 @@ impl SecretBinding {
     /// The output guard over these values.
     pub fn guard(&self) -> &OutputGuard {
         &self.guard
+    }
+
+    /// What this binding guards and what it leaves unguarded, for the audit stream:
+    /// names and descriptions, never values.
+    pub fn report(&self) -> BindingReport {
+        BindingReport {
+            package: self.identity.clone(),
+            revision: self.revision,
+            digest: self.digest,
+            secrets: self.secrets.iter().map(|s| s.name.clone()).collect(),
+            guarded: self.guard.protected().to_vec(),
+            unguarded: self.unguarded.clone(),
+        }
+    }
+}
+
+/// What a [`SecretBinding`] guards and leaves unguarded: the package it is bound to,
+/// the secret names, a description of every guarded value
+/// (``wetech_storage_state: cookie `grafana_session` ``) and of every storage-state value
+/// left unguarded because it is page state too short to search for
+/// (``... localStorage `grafana.navigation.docked` of <origin> (page state, shorter than
+/// 8 bytes)``). Never a value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BindingReport {
+    /// The package identity.
+    pub package: PackageId,
+    /// The revision.
+    pub revision: Revision,
+    /// The digest the secrets are bound to.
+    pub digest: Digest,
+    /// The bound secrets' names.
+    pub secrets: Vec<String>,
+    /// Every guarded value, described.
+    pub guarded: Vec<String>,
+    /// Every value left unguarded, described with why.
+    pub unguarded: Vec<String>,
+}
+
+impl BindingReport {
+    /// The report as one JSON line (for an audit stream).
+    pub fn to_json_line(&self) -> Result<String, PackageError> {
+        serde_json::to_string(self).map_err(|source| PackageError::Json {
+            what: "binding report".to_owned(),
+            source,
+        })
     }
 }
 

@@ -1,4 +1,7 @@
-//! The values a browser storage state (Playwright `storageState` JSON) protects.
+//! The values a browser storage state (Playwright `storageState` JSON) protects, each
+//! with its role: a credential (it must be long enough to guard, or the state is
+//! refused), page state (guarded when long enough, otherwise left unguarded and listed)
+//! or a segment of a JWT-looking value (the whole token is guarded anyway).
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -6,6 +9,7 @@ use serde_json::Value;
 use zeroize::Zeroizing;
 
 use crate::PackageError;
+use crate::credential::names_credential;
 
 #[derive(Deserialize)]
 struct StorageState {
@@ -19,6 +23,8 @@ struct StorageState {
 struct Cookie {
     name: String,
     value: SecretString,
+    #[serde(rename = "httpOnly", default)]
+    http_only: bool,
 }
 
 #[derive(Deserialize)]
@@ -34,16 +40,49 @@ struct LocalStorageEntry {
     value: SecretString,
 }
 
-/// One protected value and what it is (a description that never contains the value).
+/// What a derived value is, which decides what happens when it is too short to guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A credential, for the reason given: too short to guard refuses the whole state.
+    Credential(&'static str),
+    /// Page state: too short to guard is left unguarded and listed.
+    Data,
+    /// A segment of a JWT-looking value that is guarded whole: too short to guard is
+    /// left unguarded and listed.
+    Segment,
+}
+
+/// One protected value, what it is (a description that never contains the value) and
+/// its role.
 pub(crate) struct DerivedValue {
     pub(crate) what: String,
     pub(crate) value: Zeroizing<Vec<u8>>,
+    pub(crate) role: Role,
 }
 
-/// The values a storage state protects: every cookie value as stored and percent-decoded;
-/// every localStorage value whole and, where it parses as JSON, each string leaf; for
-/// each of these that looks like a JWT, also each segment. Empty strings carry nothing and
-/// are left out.
+/// Why a cookie is a credential, if it is one.
+fn cookie_role(cookie: &Cookie) -> Role {
+    if cookie.http_only {
+        Role::Credential("an httpOnly cookie")
+    } else if names_credential(&cookie.name) {
+        Role::Credential("a cookie named like a session or credential")
+    } else if jwt_segments(cookie.value.expose_secret().as_bytes()).is_some() {
+        Role::Credential("a JWT")
+    } else {
+        Role::Data
+    }
+}
+
+/// The values a storage state protects: every cookie value as stored and
+/// percent-decoded; every localStorage value whole and, where it parses as JSON, each
+/// string leaf; for each of these that looks like a JWT, also each segment.
+///
+/// Roles: a cookie is a credential when it is `httpOnly`, named like a session or
+/// credential (`grafana_session`, `JSESSIONID`, `XSRF-TOKEN`; see `credential`), or a
+/// JWT; a whole localStorage value when its key is named like a credential or it is a
+/// JWT; a JSON leaf when its nearest object key is named like a credential or it is a
+/// JWT. Everything else is page state. Empty page state carries nothing and is left
+/// out; an empty credential is kept (and refused as too short).
 pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>, PackageError> {
     let state: StorageState =
         serde_json::from_str(json).map_err(|e| PackageError::InvalidStorageState {
@@ -53,30 +92,52 @@ pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>,
     let mut out = Vec::new();
     for cookie in &state.cookies {
         let what = format!("cookie `{}`", cookie.name);
+        let role = cookie_role(cookie);
         let value = cookie.value.expose_secret().as_bytes();
-        push_with_segments(&mut out, &what, value);
+        push_with_segments(&mut out, &what, value, role);
         let decoded: Zeroizing<Vec<u8>> =
             Zeroizing::new(percent_encoding::percent_decode(value).collect());
         if decoded.as_slice() != value {
-            push_with_segments(&mut out, &format!("{what} (percent-decoded)"), &decoded);
+            push_with_segments(
+                &mut out,
+                &format!("{what} (percent-decoded)"),
+                &decoded,
+                role,
+            );
         }
     }
     for origin in &state.origins {
         for entry in &origin.local_storage {
             let what = format!("localStorage `{}` of {}", entry.name, origin.origin);
             let value = entry.value.expose_secret();
-            push_with_segments(&mut out, &what, value.as_bytes());
+            let role = if names_credential(&entry.name) {
+                Role::Credential("a localStorage entry named like a credential")
+            } else if jwt_segments(value.as_bytes()).is_some() {
+                Role::Credential("a JWT")
+            } else {
+                Role::Data
+            };
+            push_with_segments(&mut out, &what, value.as_bytes(), role);
             if let Ok(parsed) = serde_json::from_str::<Value>(value) {
                 let mut leaves = Vec::new();
-                string_leaves(&parsed, String::new(), &mut leaves, 0);
-                for (pointer, leaf) in leaves {
-                    if leaf != value {
-                        push_with_segments(
-                            &mut out,
-                            &format!("{what} (JSON leaf {pointer})"),
-                            leaf.as_bytes(),
-                        );
+                string_leaves(&parsed, String::new(), None, &mut leaves, 0);
+                for leaf in leaves {
+                    if leaf.value == value {
+                        continue;
                     }
+                    let role = if jwt_segments(leaf.value.as_bytes()).is_some() {
+                        Role::Credential("a JWT")
+                    } else if leaf.key.is_some_and(names_credential) {
+                        Role::Credential("a JSON leaf named like a credential")
+                    } else {
+                        Role::Data
+                    };
+                    push_with_segments(
+                        &mut out,
+                        &format!("{what} (JSON leaf {})", leaf.pointer),
+                        leaf.value.as_bytes(),
+                        role,
+                    );
                 }
             }
         }
@@ -84,33 +145,52 @@ pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>,
     Ok(out)
 }
 
-fn string_leaves<'a>(value: &'a Value, at: String, out: &mut Vec<(String, &'a str)>, depth: usize) {
+/// A string leaf of a JSON value: its JSON pointer, the key of the object that holds it
+/// (the nearest one, through arrays) and its value.
+struct Leaf<'a> {
+    pointer: String,
+    key: Option<&'a str>,
+    value: &'a str,
+}
+
+fn string_leaves<'a>(
+    value: &'a Value,
+    at: String,
+    key: Option<&'a str>,
+    out: &mut Vec<Leaf<'a>>,
+    depth: usize,
+) {
     if depth > 64 {
         return;
     }
     match value {
-        Value::String(s) => out.push((if at.is_empty() { "/".to_owned() } else { at }, s)),
+        Value::String(s) => out.push(Leaf {
+            pointer: if at.is_empty() { "/".to_owned() } else { at },
+            key,
+            value: s,
+        }),
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                string_leaves(item, format!("{at}/{i}"), out, depth + 1);
+                string_leaves(item, format!("{at}/{i}"), key, out, depth + 1);
             }
         }
         Value::Object(map) => {
             for (k, v) in map {
-                string_leaves(v, format!("{at}/{k}"), out, depth + 1);
+                string_leaves(v, format!("{at}/{k}"), Some(k), out, depth + 1);
             }
         }
         _ => {}
     }
 }
 
-fn push_with_segments(out: &mut Vec<DerivedValue>, what: &str, value: &[u8]) {
-    if value.is_empty() {
+fn push_with_segments(out: &mut Vec<DerivedValue>, what: &str, value: &[u8], role: Role) {
+    if value.is_empty() && !matches!(role, Role::Credential(_)) {
         return;
     }
     out.push(DerivedValue {
         what: what.to_owned(),
         value: Zeroizing::new(value.to_vec()),
+        role,
     });
     if let Some(segments) = jwt_segments(value) {
         for (i, segment) in segments.into_iter().enumerate() {
@@ -118,6 +198,7 @@ fn push_with_segments(out: &mut Vec<DerivedValue>, what: &str, value: &[u8]) {
                 out.push(DerivedValue {
                     what: format!("{what} (JWT segment {})", i + 1),
                     value: Zeroizing::new(segment.to_vec()),
+                    role: Role::Segment,
                 });
             }
         }
@@ -179,6 +260,61 @@ mod tests {
             values
                 .iter()
                 .any(|v| v.value.as_slice() == b"c2lnbmF0dXJlLWJ5dGVz")
+        );
+    }
+
+    #[test]
+    fn roles_follow_http_only_names_and_jwt_shape() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvbmNhbGwifQ.c2lnbmF0dXJlLWJ5dGVz";
+        let state = serde_json::json!({
+            "cookies": [
+                {"name": "grafana_session", "value": "a", "httpOnly": false},
+                {"name": "opaque", "value": "b", "httpOnly": true},
+                {"name": "grafana_session_expiry", "value": "1"},
+                {"name": "lang", "value": "en"},
+                {"name": "pref", "value": jwt},
+                {"name": "XSRF-TOKEN", "value": ""}
+            ],
+            "origins": [{"origin": "https://g.example", "localStorage": [
+                {"name": "grafana.navigation.docked", "value": "true"},
+                {"name": "grafana.auth", "value": "x"},
+                {"name": "ui", "value": "{\"access_token\":\"t\",\"token_type\":\"Bearer\",\"theme\":\"dark\"}"}
+            ]}]
+        });
+        let values = derive_values("s", &state.to_string()).unwrap();
+        let role = |what: &str| {
+            values
+                .iter()
+                .find(|v| v.what == what)
+                .map(|v| v.role)
+                .unwrap_or_else(|| panic!("{what} not derived"))
+        };
+        let credential = |what: &str| matches!(role(what), Role::Credential(_));
+        assert!(credential("cookie `grafana_session`"));
+        assert!(credential("cookie `opaque`"));
+        assert!(credential("cookie `pref`"));
+        assert!(
+            credential("cookie `XSRF-TOKEN`"),
+            "an empty credential is kept"
+        );
+        assert_eq!(role("cookie `grafana_session_expiry`"), Role::Data);
+        assert_eq!(role("cookie `lang`"), Role::Data);
+        assert_eq!(role("cookie `pref` (JWT segment 1)"), Role::Segment);
+        let ls = |key: &str| format!("localStorage `{key}` of https://g.example");
+        assert_eq!(role(&ls("grafana.navigation.docked")), Role::Data);
+        assert!(credential(&ls("grafana.auth")));
+        assert_eq!(role(&ls("ui")), Role::Data);
+        assert!(credential(&format!(
+            "{} (JSON leaf /access_token)",
+            ls("ui")
+        )));
+        assert_eq!(
+            role(&format!("{} (JSON leaf /token_type)", ls("ui"))),
+            Role::Data
+        );
+        assert_eq!(
+            role(&format!("{} (JSON leaf /theme)", ls("ui"))),
+            Role::Data
         );
     }
 

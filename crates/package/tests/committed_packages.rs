@@ -25,17 +25,17 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:a989224d28f9c55ba3cd640cbcb5ce1fd45bd1056b062a0c94a98ef35cac4452",
+        "sha256:bd604395ac636911413f88786f0b26cd72baa8f5978ab8d3124ab2f8719cb66b",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:3a3c2b58c61e9d8287ad0c4a7d25fe1a16f8a3601e65d641152b98e5e7ef806d",
+        "sha256:6e07e044989845eb2a4c6448a556fe3b44668f39057e574f23224e735269d5f9",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:47144dc3f323bc27fba850b340b3a1cb0d4558a5394c994bb4a8afd27e6ec386",
+        "sha256:75869ee36198b47aa7effc57101713ef1034548d5e1e49026239978e990ad84d",
     ),
 ];
 

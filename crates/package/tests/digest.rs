@@ -92,7 +92,7 @@ fn manifest_mutation() -> impl Strategy<Value = (&'static str, Value)> {
         Just(("/scope_labels", json!([]))),
         Just((
             "/scope_labels",
-            json!([{"label": "keyspace_id", "value": "keyspace_id", "optional": true}])
+            json!([{"label": "keyspace_id", "value": "keyspace_id", "tiers": ["starter"]}])
         )),
         Just(("/auth/secrets/0/env", json!("CLINIC_TOKEN"))),
         Just(("/auth/secrets/0/name", json!("clinic_token"))),

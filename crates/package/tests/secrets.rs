@@ -177,3 +177,157 @@ proptest! {
         prop_assert!(!e.to_string().contains(&quoted));
     }
 }
+
+/// The session cookie a real Grafana login leaves: 32 hex characters, `httpOnly`.
+const GRAFANA_SESSION: &str = "7f3c9a1e5b2d48c6a0e4f1b39d8c2a57";
+
+/// A Playwright storage state as a real Grafana login leaves it: the `httpOnly` session
+/// cookie, the script-readable `grafana_session_expiry` cookie (a 10-digit epoch), short
+/// localStorage page state (`"true"`, `"en"`) and a longer JSON localStorage value.
+fn grafana_state(session: &str) -> serde_json::Value {
+    json!({
+        "cookies": [
+            {"name": "grafana_session", "value": session, "domain": "grafana.wetech.internal.example",
+             "path": "/", "expires": 1893456000.0, "httpOnly": true, "secure": true, "sameSite": "Lax"},
+            {"name": "grafana_session_expiry", "value": "1893456000", "domain": "grafana.wetech.internal.example",
+             "path": "/", "expires": 1893456000.0, "httpOnly": false, "secure": true, "sameSite": "Lax"}
+        ],
+        "origins": [{
+            "origin": "https://grafana.wetech.internal.example",
+            "localStorage": [
+                {"name": "grafana.navigation.docked", "value": "true"},
+                {"name": "grafana.preferences.language", "value": "en"},
+                {"name": "grafana.explore.richHistory.activeDatasourceOnly", "value": "false"},
+                {"name": "grafana.dashboard.recent", "value": "{\"uid\":\"tidb-overview-01\",\"title\":\"TiDB\",\"starred\":\"1\"}"}
+            ]
+        }]
+    })
+}
+
+fn bind_state(state: &serde_json::Value) -> Result<SecretBinding, PackageError> {
+    let mut v = SecretValues::new();
+    v.insert(
+        "wetech_storage_state",
+        SecretString::from(state.to_string()),
+    );
+    SecretBinding::bind(&package(Provider::Wetech, 2), v)
+}
+
+#[test]
+fn a_real_grafana_storage_state_binds() {
+    let binding = bind_state(&grafana_state(GRAFANA_SESSION)).unwrap();
+    let guard = binding.guard();
+    // The session cookie, the expiry epoch and the long JSON value and its long leaf are
+    // guarded; the short page state is not a needle (it would block ordinary words).
+    for needle in [
+        GRAFANA_SESSION,
+        "1893456000",
+        "tidb-overview-01",
+        "{\"uid\":\"tidb-overview-01\",\"title\":\"TiDB\",\"starred\":\"1\"}",
+    ] {
+        assert!(
+            guard
+                .scan_text(&format!(
+                    "{{\"label\":\"{}\"}}",
+                    needle.replace('"', "\\\"")
+                ))
+                .is_blocked(),
+            "{needle} not guarded"
+        );
+    }
+    let ordinary = "{\"status\":\"ok\",\"flags\":[\"true\",\"false\",\"en\",\"TiDB\",\"1\"],\"note\":\"when the user sent true\"}";
+    assert!(!guard.scan_text(ordinary).is_blocked());
+}
+
+#[test]
+fn the_binding_report_lists_unguarded_page_state_never_a_value() {
+    let binding = bind_state(&grafana_state(GRAFANA_SESSION)).unwrap();
+    let report = binding.report();
+    assert_eq!(report.secrets, ["wetech_storage_state"]);
+    assert_eq!(report.digest, package(Provider::Wetech, 2).digest());
+    assert!(
+        report
+            .guarded
+            .contains(&"wetech_storage_state: cookie `grafana_session`".to_owned()),
+        "{:?}",
+        report.guarded
+    );
+    let origin = "https://grafana.wetech.internal.example";
+    let want = |key: &str, leaf: &str| {
+        format!(
+            "wetech_storage_state: localStorage `{key}` of {origin}{leaf} (page state, shorter than 8 bytes)"
+        )
+    };
+    let mut expected = vec![
+        want("grafana.navigation.docked", ""),
+        want("grafana.preferences.language", ""),
+        want("grafana.explore.richHistory.activeDatasourceOnly", ""),
+        want("grafana.dashboard.recent", " (JSON leaf /starred)"),
+        want("grafana.dashboard.recent", " (JSON leaf /title)"),
+    ];
+    expected.sort();
+    let mut unguarded = report.unguarded.clone();
+    unguarded.sort();
+    assert_eq!(unguarded, expected);
+    let line = report.to_json_line().unwrap();
+    for value in [
+        GRAFANA_SESSION,
+        "1893456000",
+        "\"true\"",
+        "\"en\"",
+        "tidb-overview-01",
+    ] {
+        assert!(!line.contains(value), "{line}");
+    }
+}
+
+#[test]
+fn a_session_cookie_too_short_to_guard_refuses_the_state() {
+    for short in ["", "a1", "7f3c9a1"] {
+        let e = bind_state(&grafana_state(short)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(&e, PackageError::SecretTooShort { name, .. } if name == "wetech_storage_state"),
+            "{e:?}"
+        );
+        assert!(
+            text.contains("cookie `grafana_session` (an httpOnly cookie)")
+                && text.contains("shorter than 8 bytes"),
+            "{text}"
+        );
+        if !short.is_empty() {
+            assert!(!text.contains(short), "{text}");
+        }
+    }
+    // Not httpOnly, but named like a session: still a credential.
+    let mut state = grafana_state("abc");
+    state["cookies"][0]["httpOnly"] = json!(false);
+    let e = bind_state(&state).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cookie `grafana_session` (a cookie named like a session or credential)"),
+        "{e}"
+    );
+    // A short token anywhere is refused too: a localStorage key or JSON key named like a
+    // credential, an httpOnly cookie of any name.
+    let mut state = grafana_state(GRAFANA_SESSION);
+    state["origins"][0]["localStorage"][3]["value"] = json!("{\"access_token\":\"t0k\"}");
+    let e = bind_state(&state).unwrap_err();
+    assert!(e.to_string().contains("(JSON leaf /access_token)"), "{e}");
+    let mut state = grafana_state(GRAFANA_SESSION);
+    state["cookies"][1]["httpOnly"] = json!(true);
+    state["cookies"][1]["value"] = json!("42");
+    let e = bind_state(&state).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cookie `grafana_session_expiry` (an httpOnly cookie)"),
+        "{e}"
+    );
+    // A state without any credential cannot sign in and is refused.
+    let mut state = grafana_state(GRAFANA_SESSION);
+    state["cookies"].as_array_mut().unwrap().remove(0);
+    assert!(matches!(
+        bind_state(&state),
+        Err(PackageError::StorageStateWithoutCredential { name }) if name == "wetech_storage_state"
+    ));
+}

@@ -95,7 +95,9 @@ pub struct ClusterScope {
 }
 
 /// The tier of a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterTier {
     /// Dedicated: identified by the cluster id alone.
@@ -109,6 +111,14 @@ pub enum ClusterTier {
 }
 
 impl ClusterTier {
+    /// Every tier.
+    pub const ALL: [ClusterTier; 4] = [
+        ClusterTier::Dedicated,
+        ClusterTier::Premium,
+        ClusterTier::Starter,
+        ClusterTier::Essential,
+    ];
+
     /// The snake_case name used in JSON.
     pub fn as_str(self) -> &'static str {
         match self {

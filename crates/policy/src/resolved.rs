@@ -6,7 +6,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{ManusTarget, TrustedPolicy};
+use crate::{ClusterTier, ManusTarget, TrustedPolicy};
 
 /// A field of the trusted policy's scope that a scope label is bound to or a path
 /// template placeholder names. Its snake_case name is the one spelling everywhere
@@ -46,6 +46,25 @@ impl PolicyField {
     /// The field called `name`, if any.
     pub fn from_name(name: &str) -> Option<Self> {
         PolicyField::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// True when a cluster of `tier` carries this field: the cluster id and the account
+    /// always, the parent id for Premium, the keyspace id for Starter and Essential
+    /// (what [`TrustedPolicy::validate`] requires).
+    pub fn carried_by(self, tier: ClusterTier) -> bool {
+        match self {
+            PolicyField::ClusterId | PolicyField::Account => true,
+            PolicyField::ParentId => tier == ClusterTier::Premium,
+            PolicyField::KeyspaceId => {
+                matches!(tier, ClusterTier::Starter | ClusterTier::Essential)
+            }
+        }
+    }
+
+    /// The fields only some tiers carry, which scope a cluster of those tiers further
+    /// than its id: [`PolicyField::ParentId`] and [`PolicyField::KeyspaceId`].
+    pub fn tier_specific(self) -> bool {
+        ClusterTier::ALL.into_iter().any(|t| !self.carried_by(t))
     }
 
     /// The value of this field in `policy`, when the policy has it (the tier decides
@@ -117,5 +136,35 @@ mod tests {
             scope.field(PolicyField::ClusterId),
             Some(policy.cluster.id.as_str())
         );
+    }
+
+    #[test]
+    fn carried_fields_follow_the_tier_rules_of_validate() {
+        let base: TrustedPolicy =
+            serde_json::from_value(crate::policy::tests::seed_json()).unwrap();
+        for tier in ClusterTier::ALL {
+            let mut p = base.clone();
+            p.cluster.tier = tier;
+            p.cluster.parent_id = PolicyField::ParentId
+                .carried_by(tier)
+                .then(|| "p-1".to_owned());
+            p.cluster.keyspace_id = PolicyField::KeyspaceId
+                .carried_by(tier)
+                .then(|| "ks-1".to_owned());
+            p.validate().unwrap();
+            for f in PolicyField::ALL {
+                assert_eq!(
+                    f.of(&p).is_some(),
+                    f.carried_by(tier),
+                    "{} {tier}",
+                    f.name()
+                );
+            }
+        }
+        let specific: Vec<_> = PolicyField::ALL
+            .into_iter()
+            .filter(|f| f.tier_specific())
+            .collect();
+        assert_eq!(specific, [PolicyField::ParentId, PolicyField::KeyspaceId]);
     }
 }

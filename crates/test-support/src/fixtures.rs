@@ -29,6 +29,22 @@ pub const GRAFANA_SESSION_COOKIE_NAME: &str = "grafana_session";
 /// the Wetech output guard has a real secret to catch in real provider output.
 pub const GRAFANA_SESSION_COOKIE_VALUE: &str = "7f3c9a1e5b2d48c6a0e4f1b39d8c2a57";
 
+/// The Starter / Essential cluster of the tier fixtures (`Main` only): one shared
+/// cluster whose `tidb_tenant_request_units` series carry a `keyspace_id` per tenant.
+pub const SERVERLESS_CLUSTER: &str = "SaaS03";
+/// The ticket's keyspace on [`SERVERLESS_CLUSTER`].
+pub const TICKET_KEYSPACE: &str = "ks-1001";
+/// Another tenant's keyspace on [`SERVERLESS_CLUSTER`], with higher values, so tier
+/// scope tests can prove it is never read.
+pub const OTHER_KEYSPACE: &str = "ks-1002";
+/// The Premium cluster of the tier fixtures (`Main` only), whose
+/// `tidb_tenant_request_units` series carry a `parent_id`.
+pub const PREMIUM_CLUSTER: &str = "SaaS04";
+/// The ticket's parent on [`PREMIUM_CLUSTER`].
+pub const TICKET_PARENT: &str = "p-2001";
+/// Another parent on [`PREMIUM_CLUSTER`], with higher values.
+pub const OTHER_PARENT: &str = "p-2002";
+
 /// Allowed difference between an expected fixture figure and a computed one.
 pub const FIGURE_TOLERANCE: f64 = 0.005;
 
@@ -171,6 +187,48 @@ pub const SESSION_CANARY: FixtureQuery = FixtureQuery {
     start: APID_29213_START,
     end: APID_29213_END,
     step_seconds: 15,
+};
+
+/// Request units of the ticket's keyspace on the serverless cluster (`Main` only):
+/// [`TICKET_KEYSPACE_UNITS`]; the cluster's other keyspace holds
+/// [`OTHER_KEYSPACE_UNITS`].
+pub const KEYSPACE_REQUEST_UNITS: FixtureQuery = FixtureQuery {
+    name: "keyspace_request_units",
+    expr: r#"tidb_tenant_request_units{cluster_id="SaaS03",job="tidb",keyspace_id="ks-1001"}"#,
+    start: APID_29213_START,
+    end: APID_29213_END,
+    step_seconds: 15,
+};
+
+/// Request units under the ticket's parent on the Premium cluster (`Main` only):
+/// [`TICKET_PARENT_UNITS`]; the cluster's other parent holds [`OTHER_PARENT_UNITS`].
+pub const PARENT_REQUEST_UNITS: FixtureQuery = FixtureQuery {
+    name: "parent_request_units",
+    expr: r#"tidb_tenant_request_units{cluster_id="SaaS04",job="tidb",parent_id="p-2001"}"#,
+    start: APID_29213_START,
+    end: APID_29213_END,
+    step_seconds: 15,
+};
+
+/// `tidb_tenant_request_units` of [`TICKET_KEYSPACE`]: 3 series, 100, 110 and 120.
+pub const TICKET_KEYSPACE_UNITS: SeriesShape = SeriesShape {
+    series: 3,
+    peak: 120.0,
+};
+/// `tidb_tenant_request_units` of [`OTHER_KEYSPACE`]: 2 series, 500 and 510.
+pub const OTHER_KEYSPACE_UNITS: SeriesShape = SeriesShape {
+    series: 2,
+    peak: 510.0,
+};
+/// `tidb_tenant_request_units` of [`TICKET_PARENT`]: 4 series, 40 to 55 by 5.
+pub const TICKET_PARENT_UNITS: SeriesShape = SeriesShape {
+    series: 4,
+    peak: 55.0,
+};
+/// `tidb_tenant_request_units` of [`OTHER_PARENT`]: 2 series, 900 and 910.
+pub const OTHER_PARENT_UNITS: SeriesShape = SeriesShape {
+    series: 2,
+    peak: 910.0,
 };
 
 /// One hour at 15 s ending where the APID-29213 window ends: the window of the
@@ -415,6 +473,10 @@ impl Fixture {
         }
 
         if self == Fixture::Main {
+            write_tenant_units(&mut out);
+        }
+
+        if self == Fixture::Main {
             out.push_str("# HELP tidb_server_session_info Session canary for the output guard.\n");
             out.push_str("# TYPE tidb_server_session_info gauge\n");
             let labels = [
@@ -630,6 +692,68 @@ fn write_tidb_memory(out: &mut String, fixture: Fixture) {
     }
 }
 
+/// `tidb_tenant_request_units` (`Main` only): constant gauges per series, every 60 s
+/// over the CPU sample range, for the keyspaces of [`SERVERLESS_CLUSTER`] and the
+/// parents of [`PREMIUM_CLUSTER`]. Series `i` of a set holds `base + step * i`.
+fn write_tenant_units(out: &mut String) {
+    out.push_str("# HELP tidb_tenant_request_units Request units per tenant.\n");
+    out.push_str("# TYPE tidb_tenant_request_units gauge\n");
+    let sets = [
+        (
+            SERVERLESS_CLUSTER,
+            "keyspace_id",
+            TICKET_KEYSPACE,
+            TICKET_KEYSPACE_UNITS,
+            100,
+            10,
+        ),
+        (
+            SERVERLESS_CLUSTER,
+            "keyspace_id",
+            OTHER_KEYSPACE,
+            OTHER_KEYSPACE_UNITS,
+            500,
+            10,
+        ),
+        (
+            PREMIUM_CLUSTER,
+            "parent_id",
+            TICKET_PARENT,
+            TICKET_PARENT_UNITS,
+            40,
+            5,
+        ),
+        (
+            PREMIUM_CLUSTER,
+            "parent_id",
+            OTHER_PARENT,
+            OTHER_PARENT_UNITS,
+            900,
+            10,
+        ),
+    ];
+    for (cluster, label, tenant, shape, base, step) in sets {
+        for i in 0..shape.series {
+            let labels = [
+                ("cluster_id", cluster.to_owned()),
+                (
+                    "instance",
+                    format!(
+                        "tidb-{i}.{tenant}.{}.svc:10080",
+                        cluster.to_ascii_lowercase()
+                    ),
+                ),
+                ("job", "tidb".to_owned()),
+                (label, tenant.to_owned()),
+            ];
+            let value = (base + step * i).to_string();
+            for t in (cpu_first_sample()..=cpu_last_sample()).step_by(60) {
+                sample(out, "tidb_tenant_request_units", &labels, &value, t);
+            }
+        }
+    }
+}
+
 fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str, t: i64) {
     out.push_str(name);
     out.push('{');
@@ -667,6 +791,28 @@ mod tests {
             Fixture::Main
                 .openmetrics()
                 .contains(GRAFANA_SESSION_COOKIE_VALUE)
+        );
+    }
+
+    #[test]
+    fn tenant_unit_peaks_are_the_documented_ones() {
+        for (shape, base, step) in [
+            (TICKET_KEYSPACE_UNITS, 100, 10),
+            (OTHER_KEYSPACE_UNITS, 500, 10),
+            (TICKET_PARENT_UNITS, 40, 5),
+            (OTHER_PARENT_UNITS, 900, 10),
+        ] {
+            assert_eq!(
+                shape.peak,
+                f64::from(base + step * (shape.series as u32 - 1))
+            );
+        }
+        let text = Fixture::Main.openmetrics();
+        assert!(text.contains(r#"keyspace_id="ks-1002""#));
+        assert!(
+            !Fixture::Vida
+                .openmetrics()
+                .contains("tidb_tenant_request_units")
         );
     }
 

@@ -53,6 +53,7 @@ struct GrafanaState {
     health: Mutex<HealthMode>,
     error_style: Mutex<ErrorStyle>,
     faults: FaultControl,
+    proxy_cookies: Mutex<Vec<Vec<(String, String)>>>,
 }
 
 /// **Test front** standing in for Grafana, which is not packaged here. It serves a login
@@ -61,6 +62,11 @@ struct GrafanaState {
 /// answers `/api/health` with a version (no cookie needed), and forwards the datasource
 /// proxy path [`GrafanaFront::QUERY_RANGE_PATH_TEMPLATE`] to the real Prometheus,
 /// passing status and body through. A 403 mode answers 403 to a valid session.
+///
+/// So that tests can see what a real browser holds, the front's home page copies the
+/// page's localStorage into a [`GrafanaFront::PAGE_STATE_COOKIE`] cookie (a test-front
+/// addition, not Grafana behaviour), and the front keeps the cookies of every datasource
+/// proxy request ([`GrafanaFront::proxy_cookies`], [`GrafanaFront::page_local_storage`]).
 #[derive(Debug)]
 pub struct GrafanaFront {
     server: Server,
@@ -73,6 +79,8 @@ impl GrafanaFront {
     pub const VERSION: &'static str = "10.4.2";
     /// The datasource uid the front serves by default.
     pub const DATASOURCE_UID: &'static str = "prometheus-fixture";
+    /// The cookie the home page writes with the page's localStorage (JSON, URI-encoded).
+    pub const PAGE_STATE_COOKIE: &'static str = "test_front_page_state";
     /// The datasource proxy `query_range` path; `{uid}` is the datasource uid.
     pub const QUERY_RANGE_PATH_TEMPLATE: &'static str =
         "/api/datasources/proxy/uid/{uid}/api/v1/query_range";
@@ -104,6 +112,7 @@ impl GrafanaFront {
             health: Mutex::new(HealthMode::Ok),
             error_style: Mutex::new(ErrorStyle::PassThrough),
             faults: FaultControl::default(),
+            proxy_cookies: Mutex::new(Vec::new()),
         });
         let router = Router::new()
             .route("/login", get(login_page))
@@ -177,6 +186,43 @@ impl GrafanaFront {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.log.snapshot()
     }
+
+    /// The cookies (name, value) of every datasource proxy request with a valid session,
+    /// in order.
+    pub fn proxy_cookies(&self) -> Vec<Vec<(String, String)>> {
+        self.state
+            .proxy_cookies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The page's localStorage as the home page saw it, from the
+    /// [`GrafanaFront::PAGE_STATE_COOKIE`] of the last datasource proxy request: an
+    /// object of name to value, `None` when no such cookie came.
+    pub fn page_local_storage(&self) -> Option<serde_json::Value> {
+        let cookies = self.proxy_cookies();
+        let (_, raw) = cookies
+            .last()?
+            .iter()
+            .find(|(name, _)| name == Self::PAGE_STATE_COOKIE)?
+            .clone();
+        let decoded: String = url::form_urlencoded::parse(format!("v={raw}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .next()?;
+        serde_json::from_str(&decoded).ok()
+    }
+}
+
+fn cookies_of(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect()
 }
 
 fn has_session(state: &GrafanaState, headers: &HeaderMap) -> bool {
@@ -248,6 +294,11 @@ async fn datasource_proxy(
     if state.forbidden.load(Ordering::SeqCst) {
         return forbidden();
     }
+    state
+        .proxy_cookies
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(cookies_of(&headers));
     if uid != state.datasource_uid || rest != "api/v1/query_range" {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -304,7 +355,10 @@ async fn html_route(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) 
     (
         StatusCode::OK,
         [(CONTENT_TYPE, "text/html; charset=utf-8")],
-        "<!DOCTYPE html><html><head><title>Home - Grafana</title></head>\
+        "<!DOCTYPE html><html><head><title>Home - Grafana</title>\
+         <script>document.cookie = \"test_front_page_state=\" + \
+         encodeURIComponent(JSON.stringify(Object.fromEntries(Object.entries(localStorage)))) + \
+         \"; path=/; SameSite=Lax\";</script></head>\
          <body><div id=\"reactRoot\">Grafana test front</div></body></html>\n",
     )
         .into_response()

@@ -26,6 +26,11 @@ pub use fixtures::{
     TIDB_MANY_TO_MANY, TIDB_MAXPROCS, TIDB_MEMORY_NAN_SAMPLES, TIDB_MEMORY_PEAK_BYTES,
     TIDB_MEMORY_SERIES, TIDB_MEMORY_WITH_NAN, TIKV_NO_DATA, UNSCOPED_TIDB_CPU,
 };
+pub use fixtures::{
+    KEYSPACE_REQUEST_UNITS, OTHER_KEYSPACE, OTHER_KEYSPACE_UNITS, OTHER_PARENT, OTHER_PARENT_UNITS,
+    PARENT_REQUEST_UNITS, PREMIUM_CLUSTER, SERVERLESS_CLUSTER, TICKET_KEYSPACE,
+    TICKET_KEYSPACE_UNITS, TICKET_PARENT, TICKET_PARENT_UNITS,
+};
 pub use front::{Fault, FaultControl, RecordedRequest, oversized_matrix_body};
 pub use grafana::{ErrorStyle, GrafanaFront, HealthMode};
 pub use manus::{ManusFront, ManusTarget, ManusTargets};

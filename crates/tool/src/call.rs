@@ -261,7 +261,8 @@ impl PreparedCall<'_> {
                 blocked_secrets,
             },
             &result,
-        )?;
+        )?
+        .with_unguarded(self.binding.report().unguarded);
         Ok(SandboxOutcome { result, audit })
     }
 }

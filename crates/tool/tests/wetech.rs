@@ -23,13 +23,30 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::*;
 
+/// The long JSON localStorage value of the storage state (its token leaf is guarded).
+const RECENT_DASHBOARDS: &str =
+    "{\"uid\":\"tidb-overview-01\",\"token\":\"ls-token-5d1e2f3a4b5c6d7e\",\"starred\":\"1\"}";
+
+/// A Playwright storage state as a real Grafana login leaves it: the `httpOnly` session
+/// cookie (32 hex characters, which the front checks), the script-readable
+/// `grafana_session_expiry` cookie (a 10-digit epoch), a short cookie, short
+/// localStorage page state (`"true"`, `"en"`) and a longer JSON localStorage value.
 fn storage_state(grafana: &GrafanaFront) -> String {
     json!({
-        "cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
-                     "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
-                     "secure": false, "sameSite": "Lax"}],
+        "cookies": [
+            {"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
+             "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
+             "secure": false, "sameSite": "Lax"},
+            {"name": "grafana_session_expiry", "value": "1893456000", "domain": "127.0.0.1",
+             "path": "/", "expires": 1893456000.0, "httpOnly": false, "secure": false,
+             "sameSite": "Lax"},
+            {"name": "grafana_lang", "value": "en", "domain": "127.0.0.1", "path": "/",
+             "expires": -1, "httpOnly": false, "secure": false, "sameSite": "Lax"}
+        ],
         "origins": [{"origin": grafana.base_url(), "localStorage": [
-            {"name": "grafana.auth", "value": "{\"token\":\"ls-token-5d1e2f3a4b5c6d7e\"}"}]}]
+            {"name": "grafana.navigation.docked", "value": "true"},
+            {"name": "grafana.preferences.language", "value": "en"},
+            {"name": "grafana.dashboard.recent", "value": RECENT_DASHBOARDS}]}]
     })
     .to_string()
 }
@@ -237,6 +254,24 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
     let evidence = d.evidence.as_ref().unwrap();
     assert_eq!(evidence.series_count, 56);
     assert!((evidence.top_peak().unwrap() - 22.84).abs() < FIGURE_TOLERANCE);
+    // The real browser holds the short page state as stored: the short cookies reached
+    // Grafana with the query, and the page saw every localStorage entry.
+    let cookies = env.grafana.proxy_cookies().pop().unwrap();
+    for (name, value) in [
+        (GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE),
+        ("grafana_session_expiry", "1893456000"),
+        ("grafana_lang", "en"),
+    ] {
+        assert!(
+            cookies.iter().any(|(n, v)| n == name && v == value),
+            "{name} not sent: {cookies:?}"
+        );
+    }
+    assert_eq!(
+        env.grafana.page_local_storage().unwrap(),
+        json!({"grafana.navigation.docked": "true", "grafana.preferences.language": "en",
+               "grafana.dashboard.recent": RECENT_DASHBOARDS})
+    );
 
     // The session cookie planted in a metric label: the provider answered it, the
     // sandbox call's guard withheld it.
@@ -259,6 +294,25 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
     let records = audit_records(&env.dir.path().join("audit.jsonl"));
     assert_eq!(records.len(), 3);
     assert_eq!(records[2]["blocked"], true);
+    // Every record lists the page state the binding left unguarded, never a value.
+    let origin = env.grafana.base_url();
+    let unguarded: Vec<String> = serde_json::from_value(records[1]["unguarded"].clone()).unwrap();
+    let expected = [
+        "cookie `grafana_lang`".to_owned(),
+        format!("localStorage `grafana.navigation.docked` of {origin}"),
+        format!("localStorage `grafana.preferences.language` of {origin}"),
+        format!("localStorage `grafana.dashboard.recent` of {origin} (JSON leaf /starred)"),
+    ];
+    for what in expected {
+        let want = format!("wetech_storage_state: {what} (page state, shorter than 8 bytes)");
+        assert!(unguarded.contains(&want), "{want} not in {unguarded:?}");
+    }
+    assert_eq!(unguarded.len(), 4, "{unguarded:?}");
+    let line = records[1].to_string();
+    assert!(
+        !line.contains("\"true\"") && !line.contains(GRAFANA_SESSION_COOKIE_VALUE),
+        "{line}"
+    );
     // The audit record names the secret; the model sees neither its value nor its name.
     let named = records[2]["blocked_secrets"].to_string();
     assert!(named.contains("wetech_storage_state"), "{named}");

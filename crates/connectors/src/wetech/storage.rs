@@ -5,6 +5,7 @@ use std::fmt;
 
 use cookie::SameSite;
 use cookie::time::OffsetDateTime;
+use evidence_package::MIN_SECRET_BYTES;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use url::Url;
@@ -171,20 +172,30 @@ impl StorageState {
         self.origins.len()
     }
 
-    /// Every cookie and localStorage value (cookies also percent-decoded), for the
-    /// redaction of provider text.
+    /// Every cookie and localStorage value of at least [`MIN_SECRET_BYTES`] bytes
+    /// (cookies also percent-decoded), for the redaction of provider text. Shorter
+    /// values are page state (`"true"`, `"en"`): the secret binding refuses a state
+    /// whose credentials are that short, and redacting them would cut ordinary words out
+    /// of Grafana's text (`when` holds `en`).
     pub(crate) fn secret_values(&self) -> Vec<SecretString> {
         let mut out = Vec::new();
+        let mut keep = |v: SecretString| {
+            if v.expose_secret().len() >= MIN_SECRET_BYTES {
+                out.push(v);
+            }
+        };
         for c in &self.cookies {
             let raw = c.value.expose_secret();
-            out.push(c.value.clone());
+            keep(c.value.clone());
             let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
             if decoded != raw {
-                out.push(SecretString::from(decoded.into_owned()));
+                keep(SecretString::from(decoded.into_owned()));
             }
         }
         for o in &self.origins {
-            out.extend(o.entries.iter().map(|(_, v)| v.clone()));
+            for (_, v) in &o.entries {
+                keep(v.clone());
+            }
         }
         out
     }
@@ -350,6 +361,57 @@ mod tests {
         ))
         .unwrap();
         assert!(!format!("{s:?}").contains("SECRETVALUE1"));
+    }
+
+    /// A real Grafana state: the short page state is written to the browser as stored,
+    /// but is no redaction needle (Grafana's words stay whole); the session cookie and
+    /// the longer values are.
+    #[test]
+    fn short_page_state_is_injected_and_never_redacted() {
+        let s = state(serde_json::json!({
+            "cookies": [
+                {"name": "grafana_session", "value": "7f3c9a1e5b2d48c6a0e4f1b39d8c2a57",
+                 "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true},
+                {"name": "grafana_session_expiry", "value": "1893456000", "domain": "127.0.0.1",
+                 "path": "/", "expires": 1893456000.0, "httpOnly": false},
+                {"name": "lang", "value": "en", "domain": "127.0.0.1"}
+            ],
+            "origins": [{"origin": "http://127.0.0.1:3000", "localStorage": [
+                {"name": "grafana.navigation.docked", "value": "true"},
+                {"name": "grafana.dashboard.recent", "value": "{\"uid\":\"tidb-overview-01\"}"}]}]
+        }));
+        let local = Url::parse("http://127.0.0.1:3000").unwrap();
+        let cookies: Vec<_> = s
+            .cookies_for(&local)
+            .map(|c| {
+                let w = c.to_webdriver();
+                (w.name().to_owned(), w.value().to_owned())
+            })
+            .collect();
+        assert_eq!(
+            cookies[1],
+            ("grafana_session_expiry".to_owned(), "1893456000".to_owned())
+        );
+        assert_eq!(cookies[2], ("lang".to_owned(), "en".to_owned()));
+        let entries: Vec<_> = s
+            .local_storage_for(&local)
+            .map(|(k, v)| (k.to_owned(), v.expose_secret().to_owned()))
+            .collect();
+        assert_eq!(
+            entries[0],
+            ("grafana.navigation.docked".to_owned(), "true".to_owned())
+        );
+        let redactor = crate::prometheus::Redactor::new(s.secret_values());
+        let text = "1:10: parse error: unexpected end of input when true was expected";
+        assert_eq!(redactor.redact(text), text);
+        let leaked = "session 7f3c9a1e5b2d48c6a0e4f1b39d8c2a57 until 1893456000, {\"uid\":\"tidb-overview-01\"}";
+        let redacted = redactor.redact(leaked);
+        assert!(
+            !redacted.contains("7f3c9a1e5b2d48c6a0e4f1b39d8c2a57")
+                && !redacted.contains("1893456000")
+                && !redacted.contains("tidb-overview-01"),
+            "{redacted}"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::prefilter::Prefilter;
 use super::scan::OutputGuard;
 use crate::PackageError;
 use crate::manifest::MIN_SECRET_BYTES;
-use crate::storage_state::{derive_values, jwt_segments};
+use crate::storage_state::{Role, derive_values, jwt_segments};
 
 /// Longest searched form; longer forms are searched by this prefix.
 const MAX_NEEDLE: usize = 64;
@@ -46,6 +46,7 @@ impl Default for GuardLimits {
 /// Collects the protected values and builds an [`OutputGuard`].
 pub struct GuardBuilder {
     values: Vec<(String, Zeroizing<Vec<u8>>)>,
+    unguarded: Vec<String>,
     limits: GuardLimits,
 }
 
@@ -56,6 +57,7 @@ impl fmt::Debug for GuardBuilder {
                 "values",
                 &self.values.iter().map(|(l, _)| l).collect::<Vec<_>>(),
             )
+            .field("unguarded", &self.unguarded)
             .field("limits", &self.limits)
             .finish()
     }
@@ -72,6 +74,7 @@ impl GuardBuilder {
     pub fn new(limits: GuardLimits) -> Self {
         GuardBuilder {
             values: Vec::new(),
+            unguarded: Vec::new(),
             limits,
         }
     }
@@ -91,28 +94,62 @@ impl GuardBuilder {
         Ok(())
     }
 
-    /// Protects a browser storage state (Playwright `storageState` JSON): every cookie value as stored and percent-decoded, every localStorage value whole and
-    /// each string leaf of those that are JSON, and each segment of JWT-looking values.
-    /// Any of these under 8 bytes is refused (empty values carry nothing and are skipped).
+    /// Protects a browser storage state (Playwright `storageState` JSON): every cookie
+    /// value as stored and percent-decoded, every localStorage value whole and each
+    /// string leaf of those that are JSON, and each segment of JWT-looking values.
+    ///
+    /// Every such value of 8 bytes or more is guarded, whatever it is. A shorter one
+    /// cannot be searched for without false positives: when it is a credential (an
+    /// `httpOnly` cookie; a cookie, localStorage key or JSON key named like a session or
+    /// credential; a JWT) the whole state is refused, naming the entry; when it is page
+    /// state (`"true"`, `"en"`) or a segment of a guarded JWT it is left unguarded and
+    /// listed in [`GuardBuilder::unguarded`]. A state that holds no credential at all is
+    /// refused.
     pub fn add_storage_state(
         &mut self,
         name: &str,
         state: &SecretString,
     ) -> Result<(), PackageError> {
         let derived = derive_values(name, state.expose_secret())?;
+        let mut credentials = 0usize;
         for d in &derived {
-            if d.value.len() < MIN_SECRET_BYTES {
-                return Err(PackageError::SecretTooShort {
-                    name: name.to_owned(),
-                    what: d.what.clone(),
-                    min: MIN_SECRET_BYTES,
-                });
+            if let Role::Credential(why) = d.role {
+                credentials += 1;
+                if d.value.len() < MIN_SECRET_BYTES {
+                    return Err(PackageError::SecretTooShort {
+                        name: name.to_owned(),
+                        what: format!("{} ({why})", d.what),
+                        min: MIN_SECRET_BYTES,
+                    });
+                }
             }
         }
+        if credentials == 0 {
+            return Err(PackageError::StorageStateWithoutCredential {
+                name: name.to_owned(),
+            });
+        }
         for d in derived {
-            self.push(format!("{name}: {}", d.what), &d.value);
+            let label = format!("{name}: {}", d.what);
+            if d.value.len() >= MIN_SECRET_BYTES {
+                self.values.push((label, d.value));
+            } else {
+                let why = match d.role {
+                    Role::Segment => "a segment of a guarded JWT",
+                    Role::Data | Role::Credential(_) => "page state",
+                };
+                self.unguarded.push(format!(
+                    "{label} ({why}, shorter than {MIN_SECRET_BYTES} bytes)"
+                ));
+            }
         }
         Ok(())
+    }
+
+    /// The storage-state values left unguarded because they are page state shorter than
+    /// 8 bytes (descriptions only, never values), for the binding report.
+    pub fn unguarded(&self) -> &[String] {
+        &self.unguarded
     }
 
     fn push(&mut self, label: String, value: &[u8]) {

@@ -4,9 +4,10 @@
 use jiff::Timestamp;
 
 use super::code::Code;
+use super::scope::tier_bindings;
 use super::types::{LockRejection, ScopeBinding};
 use crate::TrustedPolicy;
-use crate::promql::{self, ReadBounds};
+use crate::promql::ReadBounds;
 
 /// The locking context of one request.
 pub(super) struct Ctx<'a> {
@@ -35,25 +36,7 @@ impl<'a> Ctx<'a> {
             failure: Box::new(Code::TrustedPolicyRejected.failure(detail, "")),
         };
         policy.validate().map_err(|e| internal(e.to_string()))?;
-        let mut bindings = Vec::with_capacity(scope.len());
-        for b in scope {
-            if !promql::is_bindable_label(&b.label) {
-                return Err(internal(format!(
-                    "the package declares an invalid scope label {:?}",
-                    b.label
-                )));
-            }
-            match b.resolve(policy) {
-                Some(v) => bindings.push((b.label.as_str(), v)),
-                None if b.optional => {}
-                None => {
-                    return Err(internal(format!(
-                        "the trusted policy has no {:?} value for scope label {:?}",
-                        b.value, b.label
-                    )));
-                }
-            }
-        }
+        let bindings = tier_bindings(policy, scope).map_err(internal)?;
         let window_seconds = policy.window.seconds();
         let max_points = u64::from(policy.limits.max_points_per_series);
         let min_step = policy.limits.min_step.as_secs().max(1);

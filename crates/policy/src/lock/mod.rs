@@ -4,8 +4,9 @@
 //! items and queries, rejections, scope bindings); `code` the code table of rejections;
 //! `fixed` the platform-fixed word list and the keys each provider accepts; `digest` the
 //! canonical request a request digest is computed over; `context` what one request is
-//! locked within; `query` the pipeline that locks one query; `request` the entry point
-//! that reads the arguments and the Clinic batch.
+//! locked within; `scope` the scope labels that apply to the policy's cluster tier;
+//! `query` the pipeline that locks one query; `request` the entry point that reads the
+//! arguments and the Clinic batch.
 
 mod code;
 mod context;
@@ -13,6 +14,7 @@ mod digest;
 mod fixed;
 mod query;
 mod request;
+mod scope;
 mod types;
 
 pub(crate) use code::Code;

@@ -335,6 +335,7 @@ mod tests {
         let p = clinic();
         let ks = ScopeBinding::new("keyspace_id", ScopeValue::KeyspaceId).unwrap();
         let args = json!({"queries": [{"queryId": "q", "expr": "up"}]});
+        // Bound for every tier, but a dedicated cluster has no keyspace: fails closed.
         let r = lock(
             &p,
             PolicySource::TrustedEnvelope,
@@ -344,18 +345,33 @@ mod tests {
         .unwrap_err();
         assert_eq!(r.class(), FailureClass::Internal);
         assert!(!r.failure.correction.allowed);
+        let starter = ks.for_tiers([crate::ClusterTier::Starter, crate::ClusterTier::Essential]);
         let locked = lock(
             &p,
             PolicySource::TrustedEnvelope,
             &args,
-            &[ks.when_present()],
+            std::slice::from_ref(&starter),
         )
         .unwrap();
         assert_eq!(locked.ready().next().unwrap().expr, "up");
+        let mut s = clinic();
+        s.cluster.tier = crate::ClusterTier::Starter;
+        s.cluster.keyspace_id = Some("ks-1001".to_owned());
+        let locked = lock(&s, PolicySource::TrustedEnvelope, &args, &[starter]).unwrap();
+        assert_eq!(
+            locked.ready().next().unwrap().expr,
+            r#"up{keyspace_id="ks-1001"}"#
+        );
         assert!(ScopeBinding::new("__name__", ScopeValue::ClusterId).is_err());
         let parsed: ScopeBinding =
             serde_json::from_value(json!({"label": "cluster_id", "value": "cluster_id"})).unwrap();
         assert_eq!(parsed, scope()[0]);
+        let parsed: ScopeBinding = serde_json::from_value(
+            json!({"label": "keyspace_id", "value": "keyspace_id", "tiers": ["starter"]}),
+        )
+        .unwrap();
+        assert!(parsed.applies_to(crate::ClusterTier::Starter));
+        assert!(!parsed.applies_to(crate::ClusterTier::Essential));
     }
 
     #[test]

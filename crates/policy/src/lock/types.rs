@@ -13,15 +13,18 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::promql;
-use crate::{PolicyError, PolicyField, ResolvedScope, TrustedPolicy};
+use crate::{ClusterTier, PolicyError, PolicyField, ResolvedScope, TrustedPolicy};
 
 /// A scope label a package declares: every vector selector must carry
 /// `label="<policy value>"`.
 ///
-/// In a package manifest: `{"label": "cluster_id", "value": "cluster_id"}`. With
-/// `"optional": true` the binding applies only when the policy has the value (for
-/// example `keyspace_id`, which only Starter and Essential clusters have); otherwise a
-/// policy without the value fails closed.
+/// In a package manifest: `{"label": "cluster_id", "value": "cluster_id"}` binds every
+/// tier; `{"label": "keyspace_id", "value": "keyspace_id", "tiers": ["starter",
+/// "essential"]}` binds the tiers listed, each of which must carry the value
+/// ([`PolicyField::carried_by`], checked by [`ScopeBinding::check_tiers`]). When the
+/// policy's tier is one the binding applies to, the policy must have the value or
+/// locking fails closed; and a package that declares scope labels must bind every
+/// tier-specific field its policy's tier carries (see [`crate::lock`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeBinding {
@@ -29,9 +32,9 @@ pub struct ScopeBinding {
     pub label: String,
     /// The policy value it is bound to.
     pub value: ScopeValue,
-    /// Apply only when the policy has the value.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub optional: bool,
+    /// The cluster tiers it applies to; absent (or empty): every tier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<ClusterTier>,
 }
 
 /// A policy value a scope label can be bound to: a [`PolicyField`], the one list of
@@ -39,7 +42,7 @@ pub struct ScopeBinding {
 pub type ScopeValue = PolicyField;
 
 impl ScopeBinding {
-    /// A required binding of `label` to a policy value. The label must be a plain
+    /// A binding of `label` to a policy value for every tier. The label must be a plain
     /// PromQL label name not starting with `__`.
     pub fn new(label: impl Into<String>, value: ScopeValue) -> Result<Self, PolicyError> {
         let label = label.into();
@@ -51,14 +54,47 @@ impl ScopeBinding {
         Ok(ScopeBinding {
             label,
             value,
-            optional: false,
+            tiers: Vec::new(),
         })
     }
 
-    /// The same binding, applied only when the policy has the value.
-    pub fn when_present(mut self) -> Self {
-        self.optional = true;
+    /// The same binding, applied only to clusters of these tiers (sorted, each once).
+    pub fn for_tiers(mut self, tiers: impl IntoIterator<Item = ClusterTier>) -> Self {
+        self.tiers = tiers.into_iter().collect();
+        self.tiers.sort();
+        self.tiers.dedup();
         self
+    }
+
+    /// True when the binding applies to a cluster of `tier`.
+    pub fn applies_to(&self, tier: ClusterTier) -> bool {
+        self.tiers.is_empty() || self.tiers.contains(&tier)
+    }
+
+    /// Checks that every tier the binding applies to carries its value: a binding to
+    /// `keyspace_id` must list Starter and/or Essential, one to `parent_id` Premium.
+    pub fn check_tiers(&self) -> Result<(), PolicyError> {
+        match ClusterTier::ALL
+            .into_iter()
+            .find(|t| self.applies_to(*t) && !self.value.carried_by(*t))
+        {
+            Some(tier) => Err(PolicyError::InvalidLabel(format!(
+                "scope label {:?} is bound to {} for {}, but the {tier} tier has no {}",
+                self.label,
+                self.value.name(),
+                if self.tiers.is_empty() {
+                    "every tier".to_owned()
+                } else {
+                    self.tiers
+                        .iter()
+                        .map(|t| t.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                self.value.name()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The policy's value for this binding, if it has one.
