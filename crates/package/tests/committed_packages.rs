@@ -30,7 +30,7 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:3a3c2b58c61e9d8287ad0c4a7d25fe1a16f8a3601e65d641152b98e5e7ef806d",
+        "sha256:0aeffd7ca9b76778bf3cee4603a32af6cbffc59a7a85d50c1e1ad848714ed3ab",
     ),
     (
         "managed_auto_oncall_wetech",

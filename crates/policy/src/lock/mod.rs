@@ -5,8 +5,10 @@
 //! `fixed` the platform-fixed word list and the keys each provider accepts; `digest` the
 //! canonical request a request digest is computed over; `context` what one request is
 //! locked within; `query` the pipeline that locks one query; `request` the entry point
-//! that reads the arguments and the Clinic batch.
+//! that reads the arguments and the Clinic batch; `addresses` the Manus step that refuses
+//! expressions testing or moving an instance address.
 
+mod addresses;
 mod code;
 mod context;
 mod digest;
