@@ -30,7 +30,7 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:0aeffd7ca9b76778bf3cee4603a32af6cbffc59a7a85d50c1e1ad848714ed3ab",
+        "sha256:a7efd5a792d518953772daf82b51163c43532aeb0b2ad87db642f30599f5f61a",
     ),
     (
         "managed_auto_oncall_wetech",

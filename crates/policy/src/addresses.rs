@@ -12,18 +12,20 @@
 //! - A matcher on an address label (`instance`, `host_ip`) of any kind (`=`, `!=`, `=~`,
 //!   `!~`) is refused: the one `instance` matcher is the one the connector binds from an
 //!   `instanceRef`. On a label outside the allowlist only `=`/`!=` with a value that
-//!   has no address character (`.`, `:`, `[`, `]`) is accepted, so no matcher can test
-//!   an address; on an allowlisted label any matcher is accepted.
-//! - `label_replace` and `label_join` read only allowlisted labels (or none: `""`),
-//!   write only a label that is neither an address label nor allowlisted (so no
-//!   address-free label comes to hold a written value that is read again), and their
-//!   replacement or separator has no address character; `count_values` writes neither
-//!   an address label nor an allowlisted one. The arguments must be string literals.
+//!   has no address character (`.`, `:`, `[`, `]`) or is a plain number is accepted, so
+//!   no matcher can test an address; on an allowlisted label any matcher is accepted.
+//! - `label_replace` and `label_join` read only allowlisted labels other than
+//!   `__name__` (or none: `""`), write only a label that is neither an address label
+//!   nor allowlisted (so no written value is ever read again), and their replacement or
+//!   separator has no address character; `count_values` writes neither an address label
+//!   nor an allowlisted one. The arguments must be string literals.
 //! - `absent` and `absent_over_time` turn their `=` matchers into output labels, so
 //!   those values have no address character on any label.
 //!
-//! No written label value can then hold an address, and no address reaches a label
-//! other than the one it was scraped in, where the sealer seals it.
+//! Every label value an expression writes is then built from allowlisted values and
+//! literals without address characters (or is a number, for `count_values`), so none
+//! can be an address or be compared with one; and no address reaches a label other
+//! than the one it was scraped in, where the sealer seals it.
 
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{Expr, VectorSelector};
@@ -35,17 +37,16 @@ use crate::promql;
 /// whole in every answer.
 pub const ADDRESS_LABELS: &[&str] = &["instance", "host_ip"];
 
-/// The labels whose values are never addresses under Manus (besides the package's scope
-/// labels): any matcher may test them and `label_replace`/`label_join` may read them.
-/// Every other label is treated as one that may carry an address.
+/// The labels whose values are never addresses, nor hold `.`, `:`, `[` or `]`, under
+/// Manus (besides the package's scope labels): any matcher may test them and
+/// `label_replace`/`label_join` may read them (all but `__name__`, whose recording-rule
+/// names may hold `:`). Every other label is treated as one that may carry an address.
 pub const ADDRESS_FREE_LABELS: &[&str] = &[
     "__name__",
     "job",
     "cluster_id",
     "keyspace_id",
     "parent_id",
-    "le",
-    "quantile",
     "type",
     "sql_type",
     "stmt_type",
@@ -96,6 +97,11 @@ impl Free<'_> {
     fn has(&self, label: &str) -> bool {
         ADDRESS_FREE_LABELS.contains(&label) || self.scope.contains(&label)
     }
+
+    /// A label a rewrite may read: free, and not the metric name.
+    fn readable(&self, label: &str) -> bool {
+        label != "__name__" && self.has(label)
+    }
 }
 
 fn is_address_label(label: &str) -> bool {
@@ -104,6 +110,11 @@ fn is_address_label(label: &str) -> bool {
 
 fn has_address_character(value: &str) -> bool {
     value.contains(ADDRESS_CHARACTERS)
+}
+
+/// A plain number (`0.99`, `1e3`, `+Inf`): never an address, whatever its dots.
+fn is_number(value: &str) -> bool {
+    value.parse::<f64>().is_ok()
 }
 
 fn op_text(op: &MatchOp) -> &'static str {
@@ -163,7 +174,9 @@ fn check_selector(vs: &VectorSelector, free: &Free<'_>) -> Result<(), AddressIss
                     m.name
                 ));
             }
-            MatchOp::Equal | MatchOp::NotEqual if has_address_character(&m.value) => {
+            MatchOp::Equal | MatchOp::NotEqual
+                if has_address_character(&m.value) && !is_number(&m.value) =>
+            {
                 return refuse(format!(
                     "a `{op}` matcher on `{}` whose value is shaped like an address (it holds '.', ':', '[' or ']')",
                     m.name
@@ -220,7 +233,7 @@ fn check_read(function: &str, arg: &Expr, free: &Free<'_>) -> Result<(), Address
             function,
             "the labels it reads must be string literals".to_owned(),
         ),
-        Some(l) if l.is_empty() || free.has(l) => Ok(()),
+        Some(l) if l.is_empty() || free.readable(l) => Ok(()),
         Some(l) => rewrite(
             function,
             format!(
@@ -341,7 +354,9 @@ mod tests {
         assert!(check(r#"up{role="storage",peer!=""}"#).is_ok());
         // Labels free of addresses and the scope labels take any matcher.
         assert!(check(r#"rate({__name__=~"process_.*",job=~"ti.*",cluster_id="c"}[1m])"#).is_ok());
-        assert!(check(r#"x{quantile="0.99",le!~"0[.]5"}"#).is_ok());
+        assert!(check(r#"x{quantile="0.99",le!="0.5",le!="+Inf"}"#).is_ok());
+        assert!(is_matcher(r#"x{le=~"0[.]5"}"#));
+        assert!(is_matcher(r#"x{quantile="0.99.1"}"#));
     }
 
     #[test]
@@ -358,6 +373,8 @@ mod tests {
             r#"label_join(up, "x", "-", "job", "instance")"#,
             r#"label_join(up, "x", ".", "job")"#,
             r#"label_join(up, "__name__", "", "job")"#,
+            r#"label_join(up, "x", "", "job", "__name__")"#,
+            r#"label_replace(up, "x", "$1", "le", "(.*)")"#,
             r#"count_values("instance", up)"#,
             r#"count_values("job", up)"#,
             r#"absent(nope{job="10.21.1.17:10080"})"#,

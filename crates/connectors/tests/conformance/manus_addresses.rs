@@ -336,6 +336,18 @@ async fn addresses_cannot_be_reshaped_or_tested() {
             true,
             rewrite,
         ),
+        // A guess forged from literals that absent() turns into labels, then joined.
+        (
+            r#"label_join(absent(nope{job="10.21", type="1.17"}), "peer", "", "job", "type")"#,
+            true,
+            rewrite,
+        ),
+        // The metric name (recording rules may hold ':') is no rewrite source.
+        (
+            r#"label_replace(tidb_server_maxprocs{job="tidb"}, "x", "$1", "__name__", "(.*)")"#,
+            true,
+            rewrite,
+        ),
         // A label without addresses overwritten and later read as a source.
         (
             r#"label_replace(process_cpu_seconds_total{job="tidb"}, "job", "$1", "instance", "(.*)")"#,
@@ -410,6 +422,16 @@ async fn instances_are_named_through_references() {
         ),
         (
             r#"sum without (instance) (tidb_server_maxprocs{job!="node"})"#,
+            true,
+            1,
+        ),
+        (
+            r#"count(tidb_server_maxprocs{job="tidb",quantile!="0.99",role!="x"})"#,
+            true,
+            1,
+        ),
+        (
+            r#"label_join(absent(nope{job="tidb", type="gauge"}), "what", "-", "job", "type")"#,
             true,
             1,
         ),
@@ -519,6 +541,12 @@ fn leaf(cpu: bool) -> impl Strategy<Value = String> {
         }),
         selector(cpu).prop_map(|s| format!("last_over_time({s}[5m])")),
         selector(cpu).prop_map(|s| format!("absent({s})")),
+        // absent() turns `=` matchers into labels: literals a rewrite could read.
+        (
+            prop::sample::select(&["1", "1.2", "3.4", "tidb", "5"][..]),
+            prop::sample::select(&["6.7", "8", "gauge", ".", "9:9"][..]),
+        )
+            .prop_map(|(a, b)| format!("absent(nope{{job=\"{a}\",type=\"{b}\"}})")),
         selector(cpu).prop_map(|s| format!("absent_over_time({s}[2m])")),
         Just("vector(1)".to_owned()),
     ]
@@ -554,9 +582,11 @@ const SOURCES: &[&str] = &[
     "host_ip",
     "job",
     "job",
+    "type",
     "",
     "x",
     "cluster_id",
+    "__name__",
 ];
 /// Labels rewrites write: new ones as often as the others.
 const DESTINATIONS: &[&str] = &[

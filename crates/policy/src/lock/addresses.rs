@@ -14,6 +14,12 @@ use crate::addresses::{ADDRESS_FREE_LABELS, ADDRESS_LABELS, AddressIssue, check_
 pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<Failure>> {
     let scope: Vec<&str> = ctx.bindings.iter().map(|(label, _)| *label).collect();
     let free = ADDRESS_FREE_LABELS.join(", ");
+    let readable = ADDRESS_FREE_LABELS
+        .iter()
+        .filter(|l| **l != "__name__")
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     let addresses = ADDRESS_LABELS.join(", ");
     check_addresses(ast, &scope).map_err(|issue| {
         Box::new(match issue {
@@ -22,7 +28,7 @@ pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<
                     "{detail}; under Manus an address can only be named through an instanceRef"
                 ),
                 &format!(
-                    "Remove the matcher on `{label}`. To query one instance, pass the instanceRef an earlier result returned for it (the platform binds it); never write an address. Match on labels without addresses ({free}) or with plain exact values, never on {addresses}."
+                    "Remove the matcher on `{label}`. To query one instance, pass the instanceRef an earlier result returned for it (the platform binds it); never write an address. Match on labels without addresses ({free}), or exactly on values without '.', ':', '[' or ']' (plain numbers are fine), never on {addresses}."
                 ),
             ),
             AddressIssue::Rewrite { function, detail } => Code::AddressLabelRewrite.failure(
@@ -30,7 +36,7 @@ pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<
                     "{function}(): {detail}; under Manus no address may be copied, reshaped or written into a label"
                 ),
                 &format!(
-                    "Rewrite without it: {function}() may read only labels without addresses ({free}) and write a new label, with no '.', ':', '[' or ']' in its replacement or separator. Group by `instance` to see instances as references, and pass one back as instanceRef to follow it."
+                    "Rewrite without it: {function}() may read only labels without addresses ({readable}) and write a new label, with no '.', ':', '[' or ']' in its replacement or separator. Group by `instance` to see instances as references, and pass one back as instanceRef to follow it."
                 ),
             ),
         })
