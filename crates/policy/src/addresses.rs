@@ -133,7 +133,7 @@ pub(crate) fn check_addresses(expr: &Expr, scope: &[&str]) -> Result<(), Address
     promql::walk(expr, &mut |node| match node {
         Expr::VectorSelector(vs) => check_selector(vs, &free),
         Expr::MatrixSelector(ms) => check_selector(&ms.vs, &free),
-        Expr::Call(call) => check_call(&call.func.name, &call.args.args, &free),
+        Expr::Call(call) => check_call(call.func.name, &call.args.args, &free),
         Expr::Aggregate(a) if a.op.to_string() == "count_values" => {
             let label = a.param.as_deref().and_then(string_literal);
             check_written("count_values", label, &free)
