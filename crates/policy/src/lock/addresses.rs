@@ -31,14 +31,27 @@ pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<
                     "Remove the matcher on `{label}`. To query one instance, pass the instanceRef an earlier result returned for it (the platform binds it); never write an address. Match on labels without addresses ({free}), or exactly on values without '.', ':', '[' or ']' (plain numbers are fine), never on {addresses}."
                 ),
             ),
-            AddressIssue::Rewrite { function, detail } => Code::AddressLabelRewrite.failure(
-                format!(
-                    "{function}(): {detail}; under Manus no address may be copied, reshaped or written into a label"
-                ),
-                &format!(
-                    "Rewrite without it: {function}() may read only labels without addresses ({readable}) and write a new label, with no '.', ':', '[' or ']' in its replacement or separator. Group by `instance` to see instances as references, and pass one back as instanceRef to follow it."
-                ),
-            ),
+            AddressIssue::Rewrite { function, detail } => {
+                let rule = match function.as_str() {
+                    "absent" | "absent_over_time" => format!(
+                        "{function}() turns its `=` matchers into labels: give them values without '.', ':', '[' or ']'."
+                    ),
+                    "count_values" => format!(
+                        "count_values() must write a new label, not {addresses} nor a label without addresses."
+                    ),
+                    _ => format!(
+                        "{function}() may read only labels without addresses ({readable}) and write a new label, with no '.', ':', '[' or ']' in its replacement or separator."
+                    ),
+                };
+                Code::AddressLabelRewrite.failure(
+                    format!(
+                        "{function}(): {detail}; under Manus no address may be copied, reshaped or written into a label"
+                    ),
+                    &format!(
+                        "Rewrite without it: {rule} Group by `instance` to see instances as references, and pass one back as instanceRef to follow it."
+                    ),
+                )
+            }
         })
     })
 }
