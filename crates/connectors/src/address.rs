@@ -7,6 +7,8 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 
 use regex::{Captures, Regex};
 
+use evidence_policy::ADDRESS_LABELS;
+
 use crate::ConnectorError;
 use crate::prometheus::LabelSanitizer;
 use crate::reference::{ReferenceKeyRing, ReferenceScope};
@@ -105,8 +107,8 @@ fn is_text_address(token: &str) -> bool {
 }
 
 /// Replaces instance addresses with opaque references sealed for one target and
-/// package: the whole value of the `instance` label, any label value that is an
-/// address, addresses inside other label values, and addresses anywhere in provider
+/// package: the whole value of each label that always carries one (`instance`,
+/// `host_ip`), any label value that is an address, addresses inside other label values, and addresses anywhere in provider
 /// text (error text, warnings, the expression that ran).
 ///
 /// The reference's purpose is the label it came from, so only a reference made from an
@@ -163,10 +165,11 @@ impl<'a> AddressSealer<'a> {
         Ok(reference)
     }
 
-    /// One label value, sanitized: sealed whole when it is the instance label or an
-    /// address, otherwise with embedded addresses sealed.
+    /// One label value, sanitized: sealed whole when its label always carries an
+    /// address (`evidence_policy::ADDRESS_LABELS`: `instance`, `host_ip`) or when it is
+    /// an address, otherwise with embedded addresses sealed.
     fn value(&self, name: &str, value: &str) -> Result<String, ConnectorError> {
-        if name == INSTANCE_LABEL || is_address(value) {
+        if ADDRESS_LABELS.contains(&name) || is_address(value) {
             self.seal(name, value)
         } else {
             Ok(self.tokens(value))
@@ -304,6 +307,10 @@ mod tests {
             "{url}"
         );
         assert!(!url.contains("10.21"), "{url}");
+        // An address label is sealed whole whatever its shape.
+        let mut odd = BTreeMap::from([("host_ip".to_owned(), "vida-node-7".to_owned())]);
+        sealer.sanitize(&mut odd).unwrap();
+        assert_eq!(open(&keys, "host_ip", &odd["host_ip"]), "vida-node-7");
         // A host_ip reference cannot be passed back as an instance reference.
         let scope = ReferenceScope {
             target: "vida",

@@ -14,3 +14,5 @@ mod cases;
 mod clinic;
 #[path = "conformance/manus.rs"]
 mod manus;
+#[path = "conformance/manus_addresses.rs"]
+mod manus_addresses;

@@ -29,9 +29,10 @@ never send them.";
 
 const MANUS_DESCRIPTION: &str = "Query Manus metrics (Prometheus query_range only) on the \
 target (vida or monica) and time window the platform fixed for this ticket. One operation per \
-call. instanceRef is an opaque reference returned by an earlier result; pass it back unchanged \
-to bind the query to that instance. The platform fixes ticket, provider, account, cluster, \
-target and time window: never send them.";
+call. Instance addresses come back only as opaque references; instanceRef is one returned by an \
+earlier result: pass it back unchanged to bind the query to that instance, which is the only \
+way to name an instance. The platform fixes ticket, provider, account, cluster, target and \
+time window: never send them.";
 
 const WETECH_DESCRIPTION: &str = "Query Wetech (Grafana) metrics for the cluster and time \
 window the platform fixed for this ticket. One operation per call; queryId is required and \
@@ -110,7 +111,7 @@ pub struct ManusArgs {
     /// Stable id of this diagnostic objective: 1-64 letters, digits, '_', '-', '.', ':'. Keep the same queryId when you correct a rejected request.
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
-    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
+    /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep. Instance addresses never leave: no matcher of any kind on instance or host_ip (pass instanceRef instead), regular-expression matchers only on labels without addresses (job, type, mode, state and the like), exact matchers elsewhere without '.', ':', '[' or ']' unless the value is a plain number; label_replace and label_join may read only labels without addresses, write a new label and use no '.', ':', '[' or ']' in the replacement or separator, and count_values may not write instance or host_ip; otherwise address_label_matcher or address_label_rewrite.
     #[schemars(schema_with = "expr_schema")]
     pub expr: String,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.

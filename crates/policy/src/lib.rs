@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod addresses;
 mod args;
 mod delivery;
 mod depth;
@@ -12,6 +13,7 @@ mod policy;
 mod promql;
 mod resolved;
 
+pub use addresses::{ADDRESS_FREE_LABELS, ADDRESS_LABELS};
 pub use args::{
     ClinicArgs, ClinicQuery, InstanceRef, MAX_EXPR_BYTES, MAX_INSTANCE_REF_BYTES, MAX_STEP_SECONDS,
     MAX_UNIT_CHARS, ManusArgs, Step, Unit, WetechArgs, args_schema,

@@ -161,6 +161,16 @@ pub const ERROR_CODES: &[KnownCode] = &[
     exact("unsupported_promql", &[InvalidArgument], CodeSource::Lock),
     exact("scope_violation", &[PolicyViolation], CodeSource::Lock),
     exact("window_violation", &[PolicyViolation], CodeSource::Lock),
+    exact(
+        "address_label_matcher",
+        &[PolicyViolation],
+        CodeSource::Lock,
+    ),
+    exact(
+        "address_label_rewrite",
+        &[PolicyViolation],
+        CodeSource::Lock,
+    ),
     exact("trusted_policy_rejected", &[Internal], CodeSource::Lock),
     // The sandbox call.
     exact(

@@ -29,20 +29,20 @@ use crate::cases::{
     view,
 };
 
-const USERNAME: &str = "manus-oncall-reader";
-const PASSWORD: &str = "manus-password-3f9a7c21";
-const PACKAGE: &str = "managed_auto_oncall_manus";
+pub(crate) const USERNAME: &str = "manus-oncall-reader";
+pub(crate) const PASSWORD: &str = "manus-password-3f9a7c21";
+pub(crate) const PACKAGE: &str = "managed_auto_oncall_manus";
 
 fn key(byte: u8) -> String {
     STANDARD.encode([byte; 32])
 }
 
 /// The reference key ring as injected (`MANUS_REF_KEYS`): current key first.
-fn ref_keys_text() -> String {
+pub(crate) fn ref_keys_text() -> String {
     format!("k2026b:{},k2026a:{}", key(0x5a), key(0xa5))
 }
 
-fn secrets_with(keys: &str) -> ManusSecrets {
+pub(crate) fn secrets_with(keys: &str) -> ManusSecrets {
     ManusSecrets::new(
         SecretString::from(USERNAME),
         SecretString::from(PASSWORD),
@@ -61,7 +61,10 @@ pub(crate) struct ManusHarness {
     connector: ManusConnector,
 }
 
-fn config_for(targets: &[(ManusTarget, &ManusFront)], limits: ResponseLimits) -> ManusConfig {
+pub(crate) fn config_for(
+    targets: &[(ManusTarget, &ManusFront)],
+    limits: ResponseLimits,
+) -> ManusConfig {
     let mut config =
         ManusConfig::new(HostAllowlist::new(["127.0.0.1"]).unwrap()).with_limits(limits);
     for (target, front) in targets {
@@ -206,7 +209,7 @@ conformance_suite!(ManusHarness);
 
 /// The output checks of every Manus result: no injected secret (credentials and
 /// reference keys) and no instance address of either target.
-struct ManusOutput;
+pub(crate) struct ManusOutput;
 
 impl OutputChecks for ManusOutput {
     fn secrets(&self) -> Vec<(String, SecretString)> {
@@ -304,7 +307,7 @@ impl Both {
     }
 }
 
-fn policy(target: ManusTarget, cluster: &str, window: (i64, i64)) -> TrustedPolicy {
+pub(crate) fn policy(target: ManusTarget, cluster: &str, window: (i64, i64)) -> TrustedPolicy {
     trusted_policy(
         &PackageId::manus(),
         Provider::Manus,

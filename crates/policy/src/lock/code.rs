@@ -27,12 +27,14 @@ pub(crate) enum Code {
     UnsupportedPromql,
     ScopeViolation,
     WindowViolation,
+    AddressLabelMatcher,
+    AddressLabelRewrite,
     TrustedPolicyRejected,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub(crate) const ALL: [Code; 22] = [
+    pub(crate) const ALL: [Code; 24] = [
         Code::InvalidArguments,
         Code::MissingQueryId,
         Code::InvalidQueryId,
@@ -54,6 +56,8 @@ impl Code {
         Code::UnsupportedPromql,
         Code::ScopeViolation,
         Code::WindowViolation,
+        Code::AddressLabelMatcher,
+        Code::AddressLabelRewrite,
         Code::TrustedPolicyRejected,
     ];
 
@@ -81,6 +85,8 @@ impl Code {
             Code::UnsupportedPromql => "unsupported_promql",
             Code::ScopeViolation => "scope_violation",
             Code::WindowViolation => "window_violation",
+            Code::AddressLabelMatcher => "address_label_matcher",
+            Code::AddressLabelRewrite => "address_label_rewrite",
             Code::TrustedPolicyRejected => "trusted_policy_rejected",
         }
     }
@@ -91,7 +97,9 @@ impl Code {
             Code::QueryIdNotAllowed
             | Code::ForbiddenArgument
             | Code::ScopeViolation
-            | Code::WindowViolation => FailureClass::PolicyViolation,
+            | Code::WindowViolation
+            | Code::AddressLabelMatcher
+            | Code::AddressLabelRewrite => FailureClass::PolicyViolation,
             Code::TrustedPolicyRejected => FailureClass::Internal,
             _ => FailureClass::InvalidArgument,
         }

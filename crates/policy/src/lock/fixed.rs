@@ -18,6 +18,9 @@ pub(super) struct Spec {
     pub(super) unit_required: bool,
     /// Whether `instanceRef` is accepted.
     pub(super) instance_ref: bool,
+    /// Whether instance addresses are sealed in answers, so that the expression may
+    /// neither test nor move one (see `crate::addresses`).
+    pub(super) sealed_addresses: bool,
 }
 
 /// One query of a Clinic batch.
@@ -25,18 +28,21 @@ pub(super) const CLINIC_QUERY: Spec = Spec {
     keys: &["queryId", "expr", "step", "unit"],
     unit_required: false,
     instance_ref: false,
+    sealed_addresses: false,
 };
 /// The Manus arguments.
 pub(super) const MANUS: Spec = Spec {
     keys: &["queryId", "expr", "step", "instanceRef"],
     unit_required: false,
     instance_ref: true,
+    sealed_addresses: true,
 };
 /// The Wetech arguments.
 pub(super) const WETECH: Spec = Spec {
     keys: &["queryId", "expr", "unit", "step"],
     unit_required: true,
     instance_ref: false,
+    sealed_addresses: false,
 };
 
 /// What the platform fixes that an argument named `key` tries to set, if anything.

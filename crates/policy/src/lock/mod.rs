@@ -6,8 +6,10 @@
 //! canonical request a request digest is computed over; `context` what one request is
 //! locked within; `scope` the scope labels that apply to the policy's cluster tier;
 //! `query` the pipeline that locks one query; `request` the entry point that reads the
-//! arguments and the Clinic batch.
+//! arguments and the Clinic batch; `addresses` the Manus step that refuses expressions
+//! testing or moving an instance address.
 
+mod addresses;
 mod code;
 mod context;
 mod digest;

@@ -1,6 +1,7 @@
 //! Locking one query object, as a pipeline of named steps: read the arguments; refuse keys
 //! the platform fixes and unauthorized Wetech query ids; validate `expr`, `step`, `unit`
-//! and `instanceRef`; parse the PromQL and check its constructs; check the step against
+//! and `instanceRef`; parse the PromQL and check its constructs (under Manus, also that
+//! it neither tests nor moves an instance address); check the step against
 //! the minimum and the points limit; check the read window; bind the scope labels; and
 //! compute the request digest. A rejection at any step carries the digest of the
 //! request as sent.
@@ -11,6 +12,7 @@ use evidence_result::{Failure, Provider, QueryId, RequestDigest};
 use promql_parser::parser::Expr;
 use serde_json::{Map, Value};
 
+use super::addresses::check_address_labels;
 use super::code::Code;
 use super::context::Ctx;
 use super::digest::{SentFields, locked_digest, rejected_digest};
@@ -38,6 +40,9 @@ pub(super) fn lock_query(
     check_keys(ctx, spec, &query_id, obj).map_err(reject)?;
     let valid = fields.validate().map_err(reject)?;
     let ast = fields.checked_ast().map_err(reject)?;
+    if spec.sealed_addresses {
+        check_address_labels(ctx, ast).map_err(reject)?;
+    }
     let step_seconds = step_seconds(ctx, valid.step).map_err(reject)?;
     check_window(ctx, ast, step_seconds).map_err(reject)?;
     let expr = bind_scope(ctx, ast, step_seconds).map_err(reject)?;

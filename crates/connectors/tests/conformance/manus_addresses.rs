@@ -1,0 +1,729 @@
+//! Under Manus no instance address leaves in any shape, and an address is named only
+//! through an `instanceRef`: the inputs of the finding (an address reshaped by
+//! `label_replace`, host names cut out of it, matchers on `instance` as a yes/no
+//! oracle), their neighbours, and a property over generated expressions. Everything
+//! runs the real path: `lock`, then `ManusConnector` behind the Manus front over a real
+//! Prometheus holding the `vida` fixture.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use evidence_connectors::{
+    Connector, ManusConfig, ManusConnector, ReferenceKeyRing, ReferenceScope, ResponseLimits,
+};
+use evidence_policy::{ManusTarget, TrustedPolicy, lock};
+use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, known_code};
+use evidence_test_support::{
+    APID_29213_END, APID_29213_START, CPU_CLUSTER, Fixture, MEMORY_CLUSTER, ManusFront, Prometheus,
+    ST_2865_END, ST_2865_START, TIDB_CPU,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use regex::Regex;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use crate::cases::{checked, scope, view};
+use crate::manus::{
+    ManusOutput, PACKAGE, PASSWORD, USERNAME, config_for, policy, ref_keys_text, secrets_with,
+};
+
+/// The `vida` target over its real Prometheus.
+struct Vida {
+    _prometheus: Prometheus,
+    front: ManusFront,
+    connector: ManusConnector,
+}
+
+impl Vida {
+    async fn start() -> Self {
+        let prometheus = Prometheus::start(Fixture::Vida).await.unwrap();
+        let front = ManusFront::start(
+            "vida",
+            &prometheus.url(),
+            SecretString::from(USERNAME),
+            SecretString::from(PASSWORD),
+        )
+        .await
+        .unwrap();
+        Vida {
+            _prometheus: prometheus,
+            front,
+            connector: ManusConnector::new().unwrap(),
+        }
+    }
+
+    fn config(&self) -> ManusConfig {
+        config_for(
+            &[(ManusTarget::Vida, &self.front)],
+            ResponseLimits::default(),
+        )
+    }
+
+    /// What the model sees for `args`: the lock's rejection, or the connector's result.
+    async fn attempt(&self, policy: &TrustedPolicy, args: Value) -> ToolResult {
+        match lock(policy, PolicySource::TrustedEnvelope, &args, &scope()) {
+            Ok(request) => {
+                let result = self
+                    .connector
+                    .call(&request, &self.config(), &secrets_with(&ref_keys_text()))
+                    .await
+                    .unwrap();
+                checked(&ManusOutput, result)
+            }
+            Err(rejection) => {
+                let origin = Origin {
+                    package: policy.package.clone(),
+                    provider: policy.provider,
+                    operation: policy.operation,
+                    policy_source: Some(PolicySource::TrustedEnvelope),
+                };
+                rejection.to_tool_result(origin).unwrap()
+            }
+        }
+    }
+
+    fn queries_sent(&self) -> usize {
+        self.front
+            .requests()
+            .iter()
+            .filter(|r| r.path == ManusFront::QUERY_RANGE_PATH)
+            .count()
+    }
+}
+
+fn apid() -> TrustedPolicy {
+    policy(
+        ManusTarget::Vida,
+        CPU_CLUSTER,
+        (APID_29213_START, APID_29213_END),
+    )
+}
+
+fn st() -> TrustedPolicy {
+    policy(
+        ManusTarget::Vida,
+        MEMORY_CLUSTER,
+        (ST_2865_START, ST_2865_END),
+    )
+}
+
+/// The digits of any `vida` address (`10.21.x.y`) joined by any separators, either
+/// fixture port standing alone, or any host name of the fixture.
+static LEAKS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        r"(?:^|\D)10\D{1,16}21\D{1,16}\d{1,3}\D{1,16}\d{1,3}(?:\D|$)",
+        r"(?:^|\D)(?:10080|9100|20180)(?:\D|$)",
+        r"(?i)saas99|\.svc|(?:tidb|tikv|node)-\d",
+    ]
+    .into_iter()
+    .map(|p| Regex::new(p).unwrap())
+    .collect()
+});
+
+/// Digests (`sha256:` and 64 hex digits): the request and body digests.
+static DIGEST: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^sha256:[0-9a-f]{64}$").unwrap());
+
+/// Candidate references: base64url runs long enough to be one.
+static TOKEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_-]{40,}").unwrap());
+
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Value::Object(o) => {
+            for (k, v) in o {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every model-visible string of a result (values and keys), with each sealed
+/// reference (one that opens for this target and package under some purpose the result
+/// names, or `address`) replaced by `REF`, and each digest by `DIGEST`.
+fn visible_text(result: &ToolResult) -> Vec<String> {
+    let json: Value = serde_json::from_str(result.text()).unwrap();
+    let mut all = Vec::new();
+    strings(&json, &mut all);
+    let ident = Regex::new(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$").unwrap();
+    let purposes: BTreeSet<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|s| ident.is_match(s))
+        .chain(["address", "instance", "host_ip"])
+        .collect();
+    let keys = ReferenceKeyRing::parse(&ref_keys_text()).unwrap();
+    let opens = |token: &str| {
+        purposes.iter().any(|purpose| {
+            let scope = ReferenceScope {
+                target: "vida",
+                package: PACKAGE,
+                purpose,
+            };
+            keys.open(token, scope, 0).is_ok()
+        })
+    };
+    all.iter()
+        .map(|s| {
+            if DIGEST.is_match(s) {
+                return "DIGEST".to_owned();
+            }
+            TOKEN
+                .replace_all(s, |c: &regex::Captures<'_>| {
+                    if opens(&c[0]) {
+                        "REF".to_owned()
+                    } else {
+                        c[0].to_owned()
+                    }
+                })
+                .into_owned()
+        })
+        .collect()
+}
+
+/// The first model-visible string that carries an address in some shape.
+fn leak(result: &ToolResult) -> Option<String> {
+    visible_text(result)
+        .into_iter()
+        .find(|s| LEAKS.iter().any(|re| re.is_match(s)))
+}
+
+fn assert_no_leak(what: &str, result: &ToolResult) {
+    if let Some(s) = leak(result) {
+        panic!(
+            "{what}: an address left in another shape: {s:?}\nin {}",
+            result.text()
+        );
+    }
+}
+
+/// The checker itself: it finds each shape the finding showed, and passes references.
+#[test]
+fn the_leak_check_sees_every_shape() {
+    for shape in [
+        "10-21-1-17 port 10080",
+        "10.21.1.17",
+        "10_21_2_10",
+        "host 10 21 3 4",
+        "10080",
+        "x:9100",
+        "tidb-3.saas99.svc",
+    ] {
+        assert!(LEAKS.iter().any(|re| re.is_match(shape)), "{shape}");
+    }
+    for fine in ["SaaS01", "tidb", "node", "rate(x[1m]) > 0.5", "REF", "15s"] {
+        assert!(!LEAKS.iter().any(|re| re.is_match(fine)), "{fine}");
+    }
+}
+
+/// The expressions of the finding and their neighbours: each is refused by the lock with
+/// a typed, correctable policy code that points to `instanceRef`, and nothing is sent.
+#[tokio::test]
+async fn addresses_cannot_be_reshaped_or_tested() {
+    let vida = Vida::start().await;
+    let matcher = "address_label_matcher";
+    let rewrite = "address_label_rewrite";
+    let cases: &[(&str, bool, &str)] = &[
+        // The finding: reshaped addresses and host names.
+        (
+            r#"label_replace(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "x", "$1-$2-$3-$4 port $5", "instance", "([0-9]+)[.]([0-9]+)[.]([0-9]+)[.]([0-9]+):([0-9]+)")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"label_replace(process_cpu_seconds_total{job="tidb"}, "h", "$1", "instance", "(.+):[0-9]+")"#,
+            true,
+            rewrite,
+        ),
+        // The finding: matchers on `instance` as an oracle, and naming an address.
+        (
+            r#"count(process_cpu_seconds_total{instance=~"10[.]21[.].*"})"#,
+            true,
+            matcher,
+        ),
+        (
+            r#"rate(process_cpu_seconds_total{instance="10.21.1.17:10080"}[1m])"#,
+            true,
+            matcher,
+        ),
+        // Neighbours: the other matcher operators and the other address label.
+        (
+            r#"count(process_cpu_seconds_total{instance!="10.21.1.17:10080"})"#,
+            true,
+            matcher,
+        ),
+        (
+            r#"count(process_cpu_seconds_total{instance!~"10[.]21[.]1[.]1.*"})"#,
+            true,
+            matcher,
+        ),
+        (
+            r#"count(node_memory_MemTotal_bytes{host_ip=~"10[.]21[.]2[.].*"})"#,
+            false,
+            matcher,
+        ),
+        (
+            r#"count(node_memory_MemTotal_bytes{host_ip="10.21.2.10"})"#,
+            false,
+            matcher,
+        ),
+        // A regex on a label that may hold addresses, an address-shaped exact value on
+        // one, and the scrape address label.
+        (
+            r#"count(node_memory_MemTotal_bytes{url=~".*10[.]21.*"})"#,
+            false,
+            matcher,
+        ),
+        (
+            r#"count(node_memory_MemTotal_bytes{peer="10.21.2.10:20160"})"#,
+            false,
+            matcher,
+        ),
+        (
+            r#"count({__address__=~"10.+", job="node"})"#,
+            false,
+            matcher,
+        ),
+        (
+            r#"absent(process_cpu_seconds_total{instance="10.21.1.17:10080"})"#,
+            true,
+            matcher,
+        ),
+        (
+            r#"absent_over_time(process_cpu_seconds_total{instance="10.21.1.99:10080"}[5m])"#,
+            true,
+            matcher,
+        ),
+        // Other ways to copy or shape an address-bearing value.
+        (
+            r#"label_join(process_cpu_seconds_total{job="tidb"}, "x", "-", "job", "instance")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "ip $1", "host_ip", "(.*)")"#,
+            false,
+            rewrite,
+        ),
+        (
+            r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "$1", "url", "(.*)")"#,
+            false,
+            rewrite,
+        ),
+        // Writing an address-bearing label: a guess sealed as an instance reference
+        // would make the reference an oracle.
+        (
+            r#"label_replace(vector(1), "instance", "10.21.1.17:10080", "", "")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"sum(process_cpu_seconds_total{job="tidb"}) * on() group_left() label_replace(vector(1), "host_ip", "10.21.2.10", "", "")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"count_values("instance", tidb_server_maxprocs{job="tidb"})"#,
+            true,
+            rewrite,
+        ),
+        // A literal address shape written into a new label (an oracle by joining it).
+        (
+            r#"label_replace(vector(1), "peer", "10.21.2.10", "", "")"#,
+            true,
+            rewrite,
+        ),
+        // A guess forged from literals that absent() turns into labels, then joined.
+        (
+            r#"label_join(absent(nope{job="10.21", type="1.17"}), "peer", "", "job", "type")"#,
+            true,
+            rewrite,
+        ),
+        // The metric name (recording rules may hold ':') is no rewrite source.
+        (
+            r#"label_replace(tidb_server_maxprocs{job="tidb"}, "x", "$1", "__name__", "(.*)")"#,
+            true,
+            rewrite,
+        ),
+        // A label without addresses overwritten and later read as a source.
+        (
+            r#"label_replace(process_cpu_seconds_total{job="tidb"}, "job", "$1", "instance", "(.*)")"#,
+            true,
+            rewrite,
+        ),
+    ];
+    for (expr, cpu, code) in cases {
+        let policy = if *cpu { apid() } else { st() };
+        let before = vida.queries_sent();
+        let result = vida
+            .attempt(&policy, json!({"queryId": "probe", "expr": expr}))
+            .await;
+        assert_no_leak(expr, &result);
+        let v = view(&result);
+        assert_eq!(v.status, Status::Error, "{expr} ran: {}", result.text());
+        assert_eq!(v.code(), *code, "{expr}: {}", result.text());
+        assert_eq!(v.class(), FailureClass::PolicyViolation, "{expr}");
+        let c = v.correction();
+        assert!(c.allowed, "{expr}");
+        assert!(c.instruction.contains("instanceRef"), "{}", c.instruction);
+        assert!(c.keep.iter().any(|k| k == "queryId"), "{expr}");
+        assert_eq!(vida.queries_sent(), before, "{expr}: nothing may be sent");
+    }
+}
+
+/// What stays possible: grouping and joining by `instance` (sealed in the answer),
+/// matchers and rewrites on labels without addresses, and naming one instance through
+/// the reference an earlier answer returned (the bounded follow-up, 1 series).
+#[tokio::test]
+async fn instances_are_named_through_references() {
+    let vida = Vida::start().await;
+    let first = vida
+        .attempt(
+            &apid(),
+            json!({"queryId": TIDB_CPU.name, "expr": r#"sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m]))"#}),
+        )
+        .await;
+    assert_no_leak("first", &first);
+    let e = view(&first).evidence().clone();
+    assert_eq!(e.series_count, 56);
+    let top = e.series[0].labels["instance"].clone();
+    let follow = vida
+        .attempt(
+            &apid(),
+            json!({"queryId": "tidb_cpu_top", "expr": r#"rate(process_cpu_seconds_total{job="tidb"}[1m])"#, "instanceRef": top}),
+        )
+        .await;
+    assert_no_leak("follow-up", &follow);
+    assert_eq!(
+        view(&follow).evidence().series_count,
+        1,
+        "{}",
+        follow.text()
+    );
+
+    for (expr, cpu, series) in [
+        (
+            r#"rate(process_cpu_seconds_total{job="tidb"}[1m]) / on (instance) tidb_server_maxprocs{job="tidb"}"#,
+            true,
+            56,
+        ),
+        (
+            r#"sum by (job) (rate({__name__=~"process_cpu_.*",job=~"ti.*"}[1m]))"#,
+            true,
+            1,
+        ),
+        (
+            r#"label_replace(sum by (job) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "component", "$1", "job", "(ti).*")"#,
+            true,
+            1,
+        ),
+        (
+            r#"sum without (instance) (tidb_server_maxprocs{job!="node"})"#,
+            true,
+            1,
+        ),
+        (
+            r#"count(tidb_server_maxprocs{job="tidb",quantile!="0.99",role!="x"})"#,
+            true,
+            1,
+        ),
+        (
+            r#"label_join(absent(nope{job="tidb", type="gauge"}), "what", "-", "job", "type")"#,
+            true,
+            1,
+        ),
+        (
+            r#"100 * (1 - node_memory_MemAvailable_bytes{job="node"} / node_memory_MemTotal_bytes{job="node"})"#,
+            false,
+            261,
+        ),
+        (
+            r#"count by (host_ip) (node_memory_MemTotal_bytes{job="node",role="storage"} or node_memory_MemTotal_bytes{job="node"})"#,
+            false,
+            261,
+        ),
+    ] {
+        let policy = if cpu { apid() } else { st() };
+        let result = vida
+            .attempt(&policy, json!({"queryId": "allowed", "expr": expr}))
+            .await;
+        assert_no_leak(expr, &result);
+        let v = view(&result);
+        assert_eq!(v.status, Status::Ok, "{expr}: {}", result.text());
+        assert_eq!(v.evidence().series_count, series, "{expr}");
+    }
+}
+
+// ---- The property: generated expressions ----
+
+const CPU_SELECTORS: &[&str] = &["process_cpu_seconds_total", "tidb_server_maxprocs"];
+const MEMORY_SELECTORS: &[&str] = &[
+    "node_memory_MemAvailable_bytes",
+    "node_memory_MemTotal_bytes",
+];
+
+/// Label names the generator uses: the address labels of the fixture, labels without
+/// addresses, the scope label, and new names.
+const LABELS: &[&str] = &[
+    "instance",
+    "host_ip",
+    "job",
+    "cluster_id",
+    "x",
+    "h",
+    "peer",
+    "__name__",
+];
+
+fn label() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(LABELS)
+}
+
+fn matcher() -> impl Strategy<Value = String> {
+    let values = prop::sample::select(
+        &[
+            "",
+            ".+",
+            ".*",
+            ".*:[0-9]+",
+            "[0-9.]+",
+            "tidb",
+            "node",
+            "ti.*",
+            "x",
+            "[0-9]+[.].*",
+            ".*[.]1[0-9]+:.*",
+        ][..],
+    );
+    let ops = prop::sample::select(&["=", "!=", "=~", "!~"][..]);
+    prop_oneof![
+        // Labels that may carry addresses (the selectors name their metric: no second
+        // name through `__name__`).
+        (
+            label().prop_filter("named selector", |l| *l != "__name__"),
+            ops.clone(),
+            values.clone(),
+        )
+            .prop_map(|(l, op, v)| format!("{l}{op}\"{v}\"")),
+        // Labels without addresses.
+        (
+            prop::sample::select(&["job", "role", "mode"][..]),
+            ops,
+            values
+        )
+            .prop_map(|(l, op, v)| format!("{l}{op}\"{v}\"")),
+    ]
+}
+
+fn selector(cpu: bool) -> impl Strategy<Value = String> {
+    let names = if cpu { CPU_SELECTORS } else { MEMORY_SELECTORS };
+    let job = if cpu { "tidb" } else { "node" };
+    (
+        prop::sample::select(names),
+        prop::collection::vec(matcher(), 0..2),
+    )
+        .prop_map(move |(name, mut ms)| {
+            ms.insert(0, format!("job=\"{job}\""));
+            format!("{name}{{{}}}", ms.join(","))
+        })
+}
+
+fn leaf(cpu: bool) -> impl Strategy<Value = String> {
+    let rate = cpu;
+    prop_oneof![
+        selector(cpu).prop_map(move |s| if rate && s.starts_with("process_cpu") {
+            format!("rate({s}[1m])")
+        } else {
+            s
+        }),
+        selector(cpu).prop_map(|s| format!("last_over_time({s}[5m])")),
+        selector(cpu).prop_map(|s| format!("absent({s})")),
+        // absent() turns `=` matchers into labels: literals a rewrite could read.
+        (
+            prop::sample::select(&["1", "1.2", "3.4", "tidb", "5"][..]),
+            prop::sample::select(&["6.7", "8", "gauge", ".", "9:9"][..]),
+        )
+            .prop_map(|(a, b)| format!("absent(nope{{job=\"{a}\",type=\"{b}\"}})")),
+        selector(cpu).prop_map(|s| format!("absent_over_time({s}[2m])")),
+        Just("vector(1)".to_owned()),
+    ]
+}
+
+const REGEXES: &[&str] = &[
+    "(.*)",
+    "(.+):[0-9]+",
+    "([0-9]+)[.]([0-9]+)[.]([0-9]+)[.]([0-9]+):([0-9]+)",
+    "([^.]+)[.](.*)",
+    "(.)(.)(.*)",
+    ".*?([0-9]+)$",
+    "(t)(.*)",
+    "([0-9]+).*",
+    "",
+];
+const REPLACEMENTS: &[&str] = &[
+    "$1",
+    "$1-$2-$3-$4 port $5",
+    "$1.$2",
+    "ip $1",
+    "$2$1",
+    "${1}x",
+    "a",
+    "$1 $2 $3 $4",
+    "",
+];
+const SEPARATORS: &[&str] = &["-", "", " ", "/", ".", ":"];
+/// Source labels of rewrites: the address labels as often as the others.
+const SOURCES: &[&str] = &[
+    "instance",
+    "instance",
+    "host_ip",
+    "job",
+    "job",
+    "type",
+    "",
+    "x",
+    "cluster_id",
+    "__name__",
+];
+/// Labels rewrites write: new ones as often as the others.
+const DESTINATIONS: &[&str] = &[
+    "x",
+    "h",
+    "peer",
+    "component",
+    "instance",
+    "host_ip",
+    "job",
+    "__name__",
+];
+
+fn expr(cpu: bool) -> impl Strategy<Value = String> {
+    leaf(cpu).prop_recursive(3, 24, 3, move |inner| {
+        prop_oneof![
+            4 => (
+                inner.clone(),
+                prop::sample::select(DESTINATIONS),
+                prop::sample::select(REPLACEMENTS),
+                prop::sample::select(SOURCES),
+                prop::sample::select(REGEXES),
+            )
+                .prop_map(|(e, dst, repl, src, re)| format!(
+                    "label_replace({e}, \"{dst}\", \"{repl}\", \"{src}\", \"{re}\")"
+                )),
+            2 => (
+                inner.clone(),
+                prop::sample::select(DESTINATIONS),
+                prop::sample::select(SEPARATORS),
+                prop::collection::vec(prop::sample::select(SOURCES), 1..4),
+            )
+                .prop_map(|(e, dst, sep, srcs)| format!(
+                    "label_join({e}, \"{dst}\", \"{sep}\", {})",
+                    srcs.iter()
+                        .map(|s| format!("\"{s}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            1 => (
+                inner.clone(),
+                prop::sample::select(&["sum", "max", "count", "min"][..]),
+                prop::sample::select(&["by", "without"][..]),
+                prop::collection::vec(label(), 0..3),
+            )
+                .prop_map(|(e, op, how, ls)| format!("{op} {how} ({}) ({e})", ls.join(", "))),
+            1 => (inner.clone(), label()).prop_map(|(e, l)| format!("count_values(\"{l}\", {e})")),
+            1 => inner.clone().prop_map(|e| format!("topk(3, {e})")),
+            1 => (
+                inner.clone(),
+                inner.clone(),
+                prop::sample::select(&["*", "/", "+", "and", "or", "unless", "> bool"][..]),
+                prop::sample::select(&["on", "ignoring"][..]),
+                prop::collection::vec(label(), 0..3),
+                prop::sample::select(&["", "group_left", "group_right"][..]),
+                prop::collection::vec(label(), 0..2),
+            )
+                .prop_map(|(a, b, op, how, ls, group, copied)| {
+                    let set = matches!(op, "and" | "or" | "unless");
+                    let grouping = if group.is_empty() || set {
+                        String::new()
+                    } else {
+                        format!(" {group} ({})", copied.join(", "))
+                    };
+                    format!("({a}) {op} {how} ({}){grouping} ({b})", ls.join(", "))
+                }),
+            1 => inner.clone().prop_map(|e| format!("abs({e})")),
+            1 => inner.clone().prop_map(|e| format!("clamp_min({e}, 0)")),
+            1 => (inner.clone(), label()).prop_map(|(e, l)| format!("sort_by_label({e}, \"{l}\")")),
+            1 => inner.clone().prop_map(|e| format!("max_over_time(({e})[5m:1m])")),
+        ]
+    })
+}
+
+/// No generated expression gets an address out in any shape: refused by the lock, or
+/// run on the real Prometheus behind the Manus front with every address sealed. Refusals
+/// carry codes from the contract table. One server for the whole property.
+#[test]
+fn no_address_leaves_in_any_shape() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let vida = runtime.block_on(Vida::start());
+    // A reference for each window, to pass back in some cases.
+    let reference = |policy: &TrustedPolicy, expr: &str| {
+        let r = runtime.block_on(vida.attempt(policy, json!({"queryId": "seed", "expr": expr})));
+        view(&r).evidence().series[0].labels["instance"].clone()
+    };
+    let cpu_ref = reference(
+        &apid(),
+        r#"sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m]))"#,
+    );
+    let memory_ref = reference(&st(), r#"node_memory_MemTotal_bytes{job="node"}"#);
+    let cases = (any::<bool>(), any::<bool>())
+        .prop_flat_map(|(cpu, with_ref)| (Just(cpu), Just(with_ref), expr(cpu)));
+    let mut runner = TestRunner::new(Config {
+        cases: 2000,
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let ran = std::cell::Cell::new(0usize);
+    let refused = std::cell::Cell::new(0usize);
+    runner
+        .run(&cases, |(cpu, with_ref, expr)| {
+            let policy = if cpu { apid() } else { st() };
+            let mut args = json!({"queryId": "generated", "expr": expr});
+            if with_ref {
+                args["instanceRef"] = json!(if cpu { &cpu_ref } else { &memory_ref });
+            }
+            let result = runtime.block_on(vida.attempt(&policy, args));
+            if let Some(s) = leak(&result) {
+                return Err(TestCaseError::fail(format!(
+                    "{expr}: an address left as {s:?} in {}",
+                    result.text()
+                )));
+            }
+            let d = result.details();
+            if let Some(e) = &d.error {
+                prop_assert!(
+                    known_code(e.code.as_str()).is_some(),
+                    "{} is not in ERROR_CODES",
+                    e.code
+                );
+                refused.set(refused.get() + 1);
+            } else {
+                ran.set(ran.get() + 1);
+            }
+            Ok(())
+        })
+        .unwrap();
+    let (ran, refused) = (ran.get(), refused.get());
+    eprintln!("{ran} generated expressions ran, {refused} were refused");
+    assert!(
+        ran >= 300,
+        "the generator must produce runnable expressions: {ran}"
+    );
+}
