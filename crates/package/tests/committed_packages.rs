@@ -20,22 +20,22 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v2",
-        "sha256:9287cd12d4d6fc294a0589045caacb3dbc4589051653218008b032fced3226d6",
+        "sha256:5f039f75be4913a7091274044b5ace8069df37bb943748226502f0c0fbbc4d3f",
     ),
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:bd604395ac636911413f88786f0b26cd72baa8f5978ab8d3124ab2f8719cb66b",
+        "sha256:361407da6c9fd48951b21ca37b8cacf8adaa4024314042ee6bec41fcef2ef036",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:6e07e044989845eb2a4c6448a556fe3b44668f39057e574f23224e735269d5f9",
+        "sha256:e0c671e0e092267d2fb14e99f3c926fb850a17d1498e73ef595b92f2892010b5",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:75869ee36198b47aa7effc57101713ef1034548d5e1e49026239978e990ad84d",
+        "sha256:dda756afdc055bb3876d4e8879804724d820487f2ec03b80a15af2307e1edeb0",
     ),
 ];
 

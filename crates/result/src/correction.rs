@@ -12,8 +12,8 @@ queryId, changing only your own arguments (expression, step, unit, instanceRef).
 or add what the platform fixed: ticket, provider, account, cluster, target, query id policy \
 and time window come from trusted policy. A policy_violation is corrected only by removing \
 the offending part, never by widening. Never repeat an unchanged request. Shared failures \
-(authentication, session_bootstrap, readiness, authorization, browser_runtime) stop the \
-turn: do not retry them for this or any other objective.";
+(authentication, session_bootstrap, readiness, authorization, browser_runtime, \
+output_blocked) stop the turn: do not retry them for this or any other objective.";
 
 /// The scope in which a correction may happen. Only the current turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -118,5 +118,20 @@ mod tests {
         );
         assert!(c.allowed);
         assert!(c.instruction.ends_with("Use a step of at least 30s."));
+    }
+
+    #[test]
+    fn the_rule_names_exactly_the_shared_classes() {
+        let listed = SAME_TURN_CORRECTION_RULE
+            .split_once("Shared failures (")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(names, _)| names.split(", ").collect::<Vec<_>>())
+            .expect("the rule lists the shared classes");
+        let shared: Vec<&str> = FailureClass::ALL
+            .into_iter()
+            .filter(|c| c.is_shared())
+            .map(FailureClass::as_str)
+            .collect();
+        assert_eq!(listed, shared);
     }
 }
