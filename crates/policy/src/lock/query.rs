@@ -364,7 +364,7 @@ fn bind_scope(ctx: &Ctx<'_>, ast: &Expr, step_seconds: u64) -> Result<String, Bo
                 "matcher {matcher} conflicts with the platform's binding of label `{label}` to the ticket's scope"
             ),
             &format!(
-                "Remove every matcher on `{label}`; the platform binds it to the ticket's cluster."
+                "Remove every matcher on `{label}`; the platform binds it to the ticket's scope (its cluster, keyspace or parent)."
             ),
         ))
     })?;
