@@ -22,6 +22,7 @@ use evidence_test_support as test_support;
 use evidence_test_support::{
     Chromium, GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE, GrafanaFront,
 };
+use proptest::prelude::*;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::*;
@@ -560,10 +561,15 @@ struct Wire {
 
 impl Wire {
     fn start(bin: &Path) -> Self {
+        Self::start_with(bin, &[])
+    }
+
+    fn start_with(bin: &Path, env: &[(&'static str, String)]) -> Self {
         let mut child = Command::new(bin)
             .arg("--mcp")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -696,4 +702,115 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
         listed["result"]["tools"][0]["name"],
         "managed_auto_oncall_clinic"
     );
+}
+
+/// Arbitrary model arguments: JSON objects of the Clinic shape and beside it (any
+/// field, any value, nested), as a model might write them.
+fn arbitrary_arguments() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "[ -~]{0,24}".prop_map(Value::String),
+        Just(json!(test_support::TIDB_CPU.expr)),
+        Just(json!("up{cluster_id=\"SaaS99\"}")),
+    ];
+    let value = leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map("[a-zA-Z_]{1,10}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    let query = (
+        proptest::option::of("[A-Za-z0-9_.:-]{1,16}"),
+        proptest::option::of(value.clone()),
+        proptest::option::of(prop_oneof![Just(json!("15s")), value.clone()]),
+    )
+        .prop_map(|(id, expr, step)| {
+            let mut q = serde_json::Map::new();
+            if let Some(id) = id {
+                q.insert("queryId".into(), json!(id));
+            }
+            q.insert(
+                "expr".into(),
+                expr.unwrap_or_else(|| json!(test_support::TIDB_CPU.expr)),
+            );
+            if let Some(step) = step {
+                q.insert("step".into(), step);
+            }
+            Value::Object(q)
+        });
+    (
+        proptest::collection::vec(query, 0..3),
+        proptest::collection::btree_map(
+            prop_oneof![
+                Just("provider".to_owned()),
+                Just("cluster".to_owned()),
+                Just("ticket".to_owned()),
+                "[a-z]{1,8}".prop_map(String::from)
+            ],
+            value,
+            0..3,
+        ),
+    )
+        .prop_map(|(queries, extra)| {
+            let mut args: serde_json::Map<String, Value> = extra.into_iter().collect();
+            args.insert("queries".into(), Value::Array(queries));
+            Value::Object(args)
+        })
+}
+
+/// Whatever arguments a model sends, one server process answers each call with a managed
+/// result (never a protocol error, never its own end), its text exactly the JSON of its
+/// structuredContent, and appends one audit record per call. The provider is a closed
+/// port, so arguments that lock end as a provider failure result, with no Prometheus.
+#[test]
+fn one_server_answers_every_call_with_a_result_whatever_the_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    let signed = sign(
+        dir.path(),
+        "envelope.json",
+        &clinic,
+        &policy("clinic", "managed_auto_oncall_clinic", json!({})),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut env = runtime_env(&signed, &audit);
+    env.push(("CLINIC_BASE_URL", format!("http://{closed}")));
+    env.push(("CLINIC_API_TOKEN", "proptest-clinic-token-01".to_owned()));
+    let mut wire = Wire::start_with(&entrypoint(&clinic), &env);
+    let init = wire.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "wire-test", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let wire = std::cell::RefCell::new(wire);
+    let id = std::cell::Cell::new(1u64);
+    let config = ProptestConfig {
+        cases: 48,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(args in arbitrary_arguments())| {
+        let n = id.get();
+        id.set(n + 1);
+        let call = wire.borrow_mut().request(
+            n,
+            "tools/call",
+            json!({"name": "managed_auto_oncall_clinic", "arguments": args}),
+        );
+        prop_assert!(call.get("error").is_none(), "{call}");
+        let mcp: McpCallToolResult = serde_json::from_value(call["result"].clone()).unwrap();
+        let result = ToolResult::from_mcp(&mcp).unwrap();
+        prop_assert_eq!(audit_records(&audit).len() as u64, n);
+        prop_assert!(result.is_failed(), "{}", result.text());
+        prop_assert!(!result.text().contains("proptest-clinic-token-01"));
+    });
 }
