@@ -34,6 +34,11 @@ fn skills() -> SkillsTree {
 fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> Vec<(String, String)> {
     let out = cli.run(ws, &["mcp", "list"]).unwrap();
     assert!(out.success, "opencode mcp list failed: {}", out.stderr);
+    // OpenCode's MCP client compiles each tool's schemas (AJV, strict about formats):
+    // every keyword of ours is one it knows.
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains("unknown format"), "{text}");
+    }
     let plain = regex_free_strip(&out.stdout);
     plain
         .lines()

@@ -21,11 +21,49 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
+/// The formats JSON Schema 2020-12 defines. Others (`uint64`, `int64`, ... that
+/// `schemars` writes for Rust integer types) are only annotations, which strict
+/// validators such as AJV, in the TypeScript MCP SDK that OpenCode runs, warn about.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
 /// The JSON Schema (draft 2020-12) of a result's `details`, which is the
 /// `structuredContent` of every `tools/call` result: the tool's `outputSchema`.
-/// Committed as `schemas/tool-details.schema.json`.
+/// Committed as `schemas/tool-details.schema.json`. Non-standard `format` annotations
+/// are left out (the integer bounds they stand for are kept as `minimum`/`maximum`).
 pub fn details_output_schema() -> schemars::Schema {
-    schemars::schema_for!(Details)
+    use schemars::transform::{RecursiveTransform, Transform as _};
+    let mut schema = schemars::schema_for!(Details);
+    let mut standard_formats_only = RecursiveTransform(|schema: &mut schemars::Schema| {
+        let non_standard = schema
+            .get("format")
+            .and_then(Value::as_str)
+            .is_some_and(|format| !STANDARD_FORMATS.contains(&format));
+        if non_standard {
+            schema.remove("format");
+        }
+    });
+    standard_formats_only.transform(&mut schema);
+    schema
 }
 
 fn object_of(value: Value, what: &str) -> Result<JsonObject, ToolError> {
