@@ -24,7 +24,10 @@ pub use deploy::{build_deployable, own_package, sibling_binary};
 pub use entry::run_entrypoint;
 pub use error::ToolError;
 pub use failure::{RuntimeFailure, RuntimeFailureKind};
-pub use mcp::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp, tool_listing};
+pub use mcp::{
+    PROCESS_BASICS, SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp,
+    server_variables, tool_listing,
+};
 pub use output::write_outputs;
 pub use plan::{plan_answered, plan_locked};
 pub use tools::Tool;

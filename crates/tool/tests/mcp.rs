@@ -565,11 +565,17 @@ impl Wire {
     }
 
     fn start_with(bin: &Path, env: &[(&'static str, String)]) -> Self {
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("--mcp")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -582,6 +588,10 @@ impl Wire {
             stdin,
             stdout,
         }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn send(&mut self, message: Value) {
@@ -812,5 +822,94 @@ fn one_server_answers_every_call_with_a_result_whatever_the_arguments() {
         prop_assert_eq!(audit_records(&audit).len() as u64, n);
         prop_assert!(result.is_failed(), "{}", result.text());
         prop_assert!(!result.text().contains("proptest-clinic-token-01"));
+    });
+}
+
+/// The variable names in the environment process `pid` runs with now.
+fn environ_names(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            entry.split('=').next().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+/// An MCP client (OpenCode, for one) starts every server with its own whole environment,
+/// so the other packages' secrets can be in it. The server keeps only its own package's
+/// variables (the runtime context, its deployment configuration, its auth binding's
+/// secrets) and a few process basics: whatever else it was started with, the process
+/// that serves holds none of it.
+#[test]
+fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    let bin = entrypoint(&clinic);
+    let own = [
+        (
+            "EVIDENCE_TRUSTED_CONTEXT",
+            "/run/clinic/envelope.json".to_owned(),
+        ),
+        ("EVIDENCE_POLICY_KEYS", "k1:AAAA".to_owned()),
+        ("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()),
+        ("CLINIC_API_TOKEN", "own-clinic-token-0001".to_owned()),
+        ("HOME", "/tmp".to_owned()),
+    ];
+    let config = ProptestConfig {
+        cases: 12,
+        ..ProptestConfig::default()
+    };
+    let foreign_names = prop_oneof![
+        Just("MANUS_PASSWORD".to_owned()),
+        Just("MANUS_USERNAME".to_owned()),
+        Just("MANUS_REF_KEYS".to_owned()),
+        Just("WETECH_STORAGE_STATE".to_owned()),
+        Just("EVIDENCE_SIGNING_KEY".to_owned()),
+        Just("HTTPS_PROXY".to_owned()),
+        Just("OPENCODE_PID".to_owned()),
+        "[A-Z][A-Z0-9_]{0,12}".prop_filter("not one of the server's own", |n| {
+            ![
+                "PATH",
+                "HOME",
+                "TMPDIR",
+                "LANG",
+                "LC_ALL",
+                "TZ",
+                "SSL_CERT_FILE",
+                "SSL_CERT_DIR",
+            ]
+            .contains(&n.as_str())
+                && !evidence_tool::CONTEXT_VARS.iter().any(|v| v.name == n)
+        }),
+    ];
+    proptest!(config, |(foreign in proptest::collection::btree_map(foreign_names, "[ -~]{8,24}", 1..6))| {
+        let leaked: Vec<(String, String)> = foreign.into_iter().collect();
+        let mut command = Command::new(&bin);
+        command
+            .arg("--mcp")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(own.iter().map(|(k, v)| (*k, v.as_str())))
+            .envs(leaked.iter().cloned());
+        let mut wire = Wire::spawn(command);
+        let init = wire.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "wire-test", "version": "1"}}),
+        );
+        prop_assert_eq!(&init["result"]["protocolVersion"], "2025-11-25");
+        // `exec` keeps the pid: this is the environment of the process that serves.
+        let names = environ_names(wire.pid());
+        drop(wire);
+        for (name, _) in &leaked {
+            prop_assert!(!names.contains(name), "{} kept: {:?}", name, names);
+        }
+        for name in ["CLINIC_API_TOKEN", "EVIDENCE_TRUSTED_CONTEXT", "EVIDENCE_POLICY_KEYS", "CLINIC_BASE_URL", "PATH", "HOME"] {
+            prop_assert!(names.iter().any(|n| n == name), "{} dropped: {:?}", name, names);
+        }
     });
 }

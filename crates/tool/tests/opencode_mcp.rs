@@ -80,13 +80,28 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
     let home = tempfile::tempdir().unwrap();
     let mut options = GenerateOptions::default();
     let mut tools = Vec::new();
+    let mut environs = Vec::new();
     for (identity, revision, binary) in [
         ("managed_auto_oncall_clinic", "v3", CLINIC_TOOL),
         ("managed_auto_oncall_manus", "v2", MANUS_TOOL),
         ("managed_auto_oncall_wetech", "v2", WETECH_TOOL),
     ] {
         let (dir, _) = deploy(packages.path(), identity, revision, binary);
-        let server = McpServer::new(identity, entrypoint(&dir).display().to_string())
+        let recorder = packages.path().join(format!("{identity}-recorder"));
+        let recorded = packages.path().join(format!("{identity}.environ"));
+        std::fs::write(
+            &recorder,
+            format!(
+                "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ > {}\nexec {} \"$@\"\n",
+                recorded.display(),
+                entrypoint(&dir).display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        environs.push(recorded);
+        let server = McpServer::new(identity, recorder.display().to_string())
             .unwrap()
             .arg(evidence_tool::MCP_FLAG)
             .env(
@@ -116,7 +131,10 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         .unwrap()
         .write(ws.path())
         .unwrap();
-    let cli = opencode(home.path());
+    // OpenCode starts every local server with its own whole environment: the other
+    // packages' secrets it holds reach each server process (which then serves with only
+    // its own variables, see `tests/mcp.rs`).
+    let cli = opencode(home.path()).env("MANUS_PASSWORD", "held-by-opencode-0001");
 
     let listed = mcp_list(&cli, ws.path());
     let status = |name: &str| {
@@ -137,6 +155,15 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         !status("managed_auto_oncall_unpackaged").starts_with("connected"),
         "{listed:?}"
     );
+
+    for environ in &environs {
+        let environ = std::fs::read_to_string(environ).unwrap();
+        assert!(
+            environ
+                .lines()
+                .any(|l| l == "MANUS_PASSWORD=held-by-opencode-0001")
+        );
+    }
 
     // OpenCode's own merged permission rules: the evidence agent may call each tool,
     // the analyst and the orchestrator may not.

@@ -9,10 +9,13 @@
 //! runtime context read afresh (envelope, keys, secrets, configuration), the one
 //! sandbox call (verify, lock, connector, guard), and one audit record appended before
 //! the result is returned. A call that fails is a result with `isError: true`, never
-//! the end of the server.
+//! the end of the server. The process serves with only its own package's variables,
+//! whatever environment the client started it with.
 
+mod environment;
 mod listing;
 mod server;
 
+pub use environment::{PROCESS_BASICS, server_variables};
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
 pub use server::serve_mcp;

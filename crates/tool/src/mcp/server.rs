@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 
 use crate::ToolError;
 use crate::entry::{answer, locate};
+use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
 use crate::tools::Tool;
@@ -32,10 +33,15 @@ struct PackageServer {
 }
 
 /// Serves `tool` over stdio until the client closes the stream; returns the exit
-/// status. The package folder must load at start (its manifest describes the tool);
+/// status. First the process keeps only its own variables (it re-executes itself when
+/// it was started with others). The package folder must load at start (its manifest describes the tool);
 /// every call loads it again.
 pub fn serve_mcp(tool: Tool) -> ExitCode {
     let name = tool.binary_name();
+    if let Err(e) = keep_only_own_variables(tool) {
+        eprintln!("{name} --mcp: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
