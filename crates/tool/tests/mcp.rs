@@ -913,3 +913,83 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
         }
     });
 }
+
+/// Calls beyond the manifest's `limits.concurrency` (4 for Clinic v3) wait for a free
+/// slot: with the provider answering each request after 3 s, 8 calls sent at once take
+/// at least two rounds, 6 s (without the limit they took 5 s here), and they do
+/// overlap (far less than 24 s).
+#[tokio::test]
+async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
+    let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+        .await
+        .unwrap();
+    let token = "concurrency-clinic-token-01";
+    let front =
+        test_support::ClinicFront::start(&prometheus.url(), SecretString::from(token.to_owned()))
+            .await
+            .unwrap();
+    front
+        .faults()
+        .set_delay(std::time::Duration::from_millis(3000));
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(clinic.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["limits"]["concurrency"], 4);
+    let signed = sign(
+        dir.path(),
+        "envelope.json",
+        &clinic,
+        &policy("clinic", "managed_auto_oncall_clinic", json!({})),
+    );
+    let mut env = runtime_env(&signed, &dir.path().join("audit.jsonl"));
+    env.push(("CLINIC_BASE_URL", front.base_url()));
+    env.push(("CLINIC_API_TOKEN", token.to_owned()));
+    let bin = entrypoint(&clinic);
+    let (elapsed, results) = blocking(move || {
+        use std::io::BufRead as _;
+        let mut wire = Wire::start_with(&bin, &env);
+        wire.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "wire-test", "version": "1"}}),
+        );
+        wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let started = std::time::Instant::now();
+        for id in 1..=8u64 {
+            wire.send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "managed_auto_oncall_clinic", "arguments": tidb_cpu_clinic("tidb_cpu")}}),
+            );
+        }
+        let mut results = Vec::new();
+        while results.len() < 8 {
+            let mut line = String::new();
+            assert!(
+                wire.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message.get("id").is_some() {
+                results.push(message);
+            }
+        }
+        (started.elapsed(), results)
+    })
+    .await;
+    for message in &results {
+        let mcp: McpCallToolResult = serde_json::from_value(message["result"].clone()).unwrap();
+        let result = ToolResult::from_mcp(&mcp).unwrap();
+        assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+    }
+    assert!(
+        elapsed >= std::time::Duration::from_millis(6000),
+        "8 calls of 3 s with 4 slots took {elapsed:?}"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_millis(20000),
+        "calls did not overlap: {elapsed:?}"
+    );
+}
