@@ -34,8 +34,8 @@ struct PackageServer {
 
 /// Serves `tool` over stdio until the client closes the stream; returns the exit
 /// status. First the process keeps only its own variables (it re-executes itself when
-/// it was started with others). The package folder must load at start (its manifest describes the tool);
-/// every call loads it again.
+/// it was started with others). The package folder must load at start (its manifest
+/// describes the tool); every call loads it again.
 pub fn serve_mcp(tool: Tool) -> ExitCode {
     let name = tool.binary_name();
     if let Err(e) = keep_only_own_variables(tool) {
@@ -62,7 +62,7 @@ pub fn serve_mcp(tool: Tool) -> ExitCode {
 }
 
 async fn serve(tool: Tool) -> Result<(), ToolError> {
-    let package = locate(tool).map_err(|failure| ToolError::Usage(failure.to_string()))?;
+    let package = locate(tool).map_err(|failure| ToolError::Mcp(failure.to_string()))?;
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
         .max(1);
@@ -75,11 +75,11 @@ async fn serve(tool: Tool) -> Result<(), ToolError> {
     let running = server
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| ToolError::Usage(format!("the MCP session did not start: {e}")))?;
+        .map_err(|e| ToolError::Mcp(format!("the session did not start: {e}")))?;
     running
         .waiting()
         .await
-        .map_err(|e| ToolError::Usage(format!("the MCP session ended abnormally: {e}")))?;
+        .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")))?;
     Ok(())
 }
 
