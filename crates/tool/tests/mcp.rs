@@ -712,6 +712,18 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
         listed["result"]["tools"][0]["name"],
         "managed_auto_oncall_clinic"
     );
+
+    // The built binary outside any package folder serves nothing.
+    let (code, out, err) = run(Path::new(CLINIC_TOOL), &["--mcp"], &[], "");
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("package_load_failed"), "{err}");
+
+    // Anything but no argument or `--mcp` is a usage error, before any protocol.
+    for args in [&["--bogus"][..], &["--mcp", "--mcp"][..]] {
+        let (code, out, err) = run(&bin, args, &[], "");
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}: {err}");
+        assert!(err.contains("--mcp"), "{err}");
+    }
 }
 
 /// Arbitrary model arguments: JSON objects of the Clinic shape and beside it (any
