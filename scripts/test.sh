@@ -2,7 +2,8 @@
 # THE test command of this workspace. On a fresh Debian machine it installs the system
 # packages the tests need (real Prometheus with promtool, Chromium and ChromeDriver, Node.js
 # with npm), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
-# every test and the documentation build. Idempotent.
+# every test and the documentation build. The official Python MCP SDK goes into the venv
+# .tools/venv. Idempotent.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -44,6 +45,21 @@ else
   say "opencode-ai@$OPENCODE_VERSION present in $OPENCODE_DIR"
 fi
 export OPENCODE_BIN="$PWD/$OPENCODE_DIR/node_modules/.bin/opencode"
+
+# The real MCP client the MCP server tests run (crates/tool/tests/mcp.rs): the official
+# Python SDK, pinned, in a project-local venv (gitignored). The tests read
+# EVIDENCE_MCP_PYTHON (default: .tools/venv/bin/python) and fail, naming this install,
+# when it is absent.
+MCP_SDK_VERSION=2.3.0
+MCP_VENV=.tools/venv
+if ! "$MCP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_SDK_VERSION')" >/dev/null 2>&1; then
+  say "installing mcp==$MCP_SDK_VERSION (Python MCP SDK) into $MCP_VENV"
+  python3 -m venv "$MCP_VENV" || { as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv "$MCP_VENV"; }
+  "$MCP_VENV/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_SDK_VERSION"
+else
+  say "mcp==$MCP_SDK_VERSION present in $MCP_VENV"
+fi
+export EVIDENCE_MCP_PYTHON="$PWD/$MCP_VENV/bin/python"
 
 say "cargo fmt --all --check"
 cargo fmt --all --check

@@ -56,6 +56,19 @@ fn origin(tool: Tool) -> Origin {
 }
 
 async fn entry(tool: Tool) -> Result<(), ToolError> {
+    let (result, audit) = answer(tool, read_args).await?;
+    write_outputs(&result, &audit)
+}
+
+/// One call of `tool` in this process: its own deployable package located and loaded
+/// (its digest recomputed), the runtime context read (`args` gives the model's
+/// arguments), and the one sandbox call run. Every runtime-context failure is a result
+/// with its audit record; `Err` only when not even a failure result can be built. The
+/// entrypoint runs it once; the MCP server once per `tools/call`.
+pub(crate) async fn answer(
+    tool: Tool,
+    args: impl FnOnce() -> Result<String, RuntimeFailure>,
+) -> Result<(ToolResult, AuditRecord), ToolError> {
     let started = Instant::now();
     let now = Timestamp::now();
     let package = match locate(tool) {
@@ -68,11 +81,11 @@ async fn entry(tool: Tool) -> Result<(), ToolError> {
                 &context(now, started.elapsed(), &result),
                 &result,
             )?;
-            return write_outputs(&result, &audit);
+            return Ok((result, audit));
         }
     };
-    match call(tool, &package, now).await {
-        Ok((result, audit)) => write_outputs(&result, &audit),
+    match call(tool, &package, now, args).await {
+        Ok(answered) => Ok(answered),
         Err(failure) => {
             eprintln!("{}: {failure}", tool.binary_name());
             let result = failure.to_tool_result(origin(tool))?;
@@ -81,7 +94,7 @@ async fn entry(tool: Tool) -> Result<(), ToolError> {
                 &context(now, started.elapsed(), &result),
                 &result,
             )?;
-            write_outputs(&result, &audit)
+            Ok((result, audit))
         }
     }
 }
@@ -98,7 +111,7 @@ fn context(now: Timestamp, duration: Duration, result: &ToolResult) -> CallConte
 }
 
 /// The running binary's own deployable package, for this tool's identity.
-fn locate(tool: Tool) -> Result<Package, RuntimeFailure> {
+pub(crate) fn locate(tool: Tool) -> Result<Package, RuntimeFailure> {
     let failed =
         |detail: String| RuntimeFailure::new(RuntimeFailureKind::PackageLoadFailed, detail);
     let exe = std::env::current_exe()
@@ -121,8 +134,9 @@ async fn call(
     tool: Tool,
     package: &Package,
     now: Timestamp,
+    args: impl FnOnce() -> Result<String, RuntimeFailure>,
 ) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
-    let args = read_args()?;
+    let args = args()?;
     let binding = bind_secrets(package)?;
     let envelope = read_envelope()?;
     let keys = read_keys()?;

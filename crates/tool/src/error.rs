@@ -34,6 +34,9 @@ pub enum ToolError {
     /// A packaging request cannot be carried out.
     #[error("packaging: {0}")]
     Packaging(String),
+    /// The MCP server could not start, or its session ended abnormally.
+    #[error("mcp server: {0}")]
+    Mcp(String),
     /// A command-line usage error.
     #[error("{0}")]
     Usage(String),

@@ -1,15 +1,18 @@
 #![doc = include_str!("../README.md")]
 
+mod binary;
 mod call;
 mod context;
 mod deploy;
 mod entry;
 mod error;
 mod failure;
+mod mcp;
 mod output;
 mod plan;
 mod tools;
 
+pub use binary::{MCP_FLAG, run_tool_binary};
 pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
 pub use context::{
     AUDIT_LOG_ENV, CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, CONTEXT_VARS, ContextVar,
@@ -21,6 +24,10 @@ pub use deploy::{build_deployable, own_package, sibling_binary};
 pub use entry::run_entrypoint;
 pub use error::ToolError;
 pub use failure::{RuntimeFailure, RuntimeFailureKind};
+pub use mcp::{
+    PROCESS_BASICS, SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp,
+    server_variables, tool_listing,
+};
 pub use output::write_outputs;
 pub use plan::{plan_answered, plan_locked};
 pub use tools::Tool;

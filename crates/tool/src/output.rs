@@ -13,6 +13,18 @@ use crate::context::{AUDIT_LOG_ENV, get};
 /// Writes the audit record, then the result (`{"text": ..., "details": ...}`, one line). The audit record goes first so a result is
 /// never returned without its record.
 pub fn write_outputs(result: &ToolResult, audit: &AuditRecord) -> Result<(), ToolError> {
+    write_audit(audit)?;
+    let json = result.to_json()?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(json.as_bytes())
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush())
+        .map_err(|e| ToolError::io("write the result to", "stdout", e))
+}
+
+/// Appends the audit record to the audit log (`EVIDENCE_AUDIT_LOG`, stderr when unset).
+pub(crate) fn write_audit(audit: &AuditRecord) -> Result<(), ToolError> {
     let line = audit.to_json_line()? + "\n";
     match get(AUDIT_LOG_ENV) {
         Some(path) => std::fs::OpenOptions::new()
@@ -25,11 +37,5 @@ pub fn write_outputs(result: &ToolResult, audit: &AuditRecord) -> Result<(), Too
             .write_all(line.as_bytes())
             .map_err(|e| ToolError::io("write the audit record to", "stderr", e))?,
     }
-    let json = result.to_json()?;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(json.as_bytes())
-        .and_then(|()| stdout.write_all(b"\n"))
-        .and_then(|()| stdout.flush())
-        .map_err(|e| ToolError::io("write the result to", "stdout", e))
+    Ok(())
 }

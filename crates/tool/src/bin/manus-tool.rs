@@ -2,8 +2,9 @@
 //! deployable package folder. Reads the model's arguments (JSON) on stdin and the runtime
 //! context (see the crate README's table), writes one `ToolResult` JSON to stdout and one
 //! audit record. Exits 0 whenever it wrote a result, failures of the runtime context
-//! included.
+//! included. With `--mcp`, the package's own MCP server over stdio (one tool, the same
+//! sandbox call per `tools/call`).
 
 fn main() -> std::process::ExitCode {
-    evidence_tool::run_entrypoint(evidence_tool::Tool::Manus)
+    evidence_tool::run_tool_binary(evidence_tool::Tool::Manus)
 }

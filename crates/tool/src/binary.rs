@@ -1,0 +1,30 @@
+//! The command line of a tool binary: with no argument it is the tool-sandbox
+//! entrypoint (one call: arguments on stdin, one result on stdout); with `--mcp` it is
+//! the package's own MCP server over stdio. Either way the same binary, the one the
+//! package digest covers, and the same sandbox call.
+
+use std::process::ExitCode;
+
+use crate::entry::run_entrypoint;
+use crate::mcp::serve_mcp;
+use crate::tools::Tool;
+
+/// The flag that starts the MCP server.
+pub const MCP_FLAG: &str = "--mcp";
+
+/// Runs the binary of `tool` with the process's command-line arguments: none for the
+/// entrypoint, [`MCP_FLAG`] for the MCP server. Anything else is a usage error (exit 2).
+pub fn run_tool_binary(tool: Tool) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => run_entrypoint(tool),
+        [flag] if flag == MCP_FLAG => serve_mcp(tool),
+        _ => {
+            eprintln!(
+                "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       {name} {MCP_FLAG}      (MCP server over stdio)",
+                name = tool.binary_name()
+            );
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The environment a package's MCP server serves with: only its own variables. An MCP
+//! client starts a local server with the client's whole environment plus the server's
+//! own entries (OpenCode 1.18.33 does), so the other packages' secrets, the signer's key
+//! or a proxy setting can be in it. Before it serves, the server replaces itself (`exec`,
+//! same process) by the same binary with only the variables of its own runtime-context
+//! contract ([`crate::CONTEXT_VARS`]: the runtime's, its deployment configuration, its
+//! auth binding's secrets) and a few process basics; whatever else it was started with,
+//! the process that serves never holds it.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+
+use crate::ToolError;
+use crate::binary::MCP_FLAG;
+use crate::context::{CONTEXT_VARS, ReadBy};
+use crate::tools::Tool;
+
+/// Variables of the process itself a server keeps besides its package's own: search
+/// path, home, temporary folder, locale, time zone and the TLS trust store location.
+pub const PROCESS_BASICS: [&str; 8] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+fn read_by(tool: Tool) -> ReadBy {
+    match tool {
+        Tool::Clinic => ReadBy::Clinic,
+        Tool::Manus => ReadBy::Manus,
+        Tool::Wetech => ReadBy::Wetech,
+    }
+}
+
+/// The variables the MCP server of `tool` serves with when they are set: those of
+/// [`CONTEXT_VARS`] read by every tool or by this one, and [`PROCESS_BASICS`].
+pub fn server_variables(tool: Tool) -> Vec<&'static str> {
+    CONTEXT_VARS
+        .iter()
+        .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == read_by(tool))
+        .map(|v| v.name)
+        .chain(PROCESS_BASICS)
+        .collect()
+}
+
+/// Returns when the environment holds only [`server_variables`]; otherwise replaces
+/// the process by the same binary with `--mcp` and only those variables, and returns
+/// only when that fails.
+pub(crate) fn keep_only_own_variables(tool: Tool) -> Result<(), ToolError> {
+    let kept = server_variables(tool);
+    let is_kept = |name: &OsString| name.to_str().is_some_and(|name| kept.contains(&name));
+    if std::env::vars_os().all(|(name, _)| is_kept(&name)) {
+        return Ok(());
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| ToolError::io("locate the running binary", "/proc/self/exe", e))?;
+    let error = std::process::Command::new(&exe)
+        .arg(MCP_FLAG)
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(name, _)| is_kept(name)))
+        .exec();
+    Err(ToolError::io(
+        "serve with only its own variables: cannot execute",
+        exe,
+        error,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::SetBy;
+
+    #[test]
+    fn a_server_keeps_no_variable_of_another_package_or_of_the_signer() {
+        for tool in [Tool::Clinic, Tool::Manus, Tool::Wetech] {
+            let kept = server_variables(tool);
+            for var in CONTEXT_VARS {
+                let own = var.read_by == ReadBy::AllTools || var.read_by == read_by(tool);
+                assert_eq!(kept.contains(&var.name), own, "{tool:?} {}", var.name);
+                if var.set_by == SetBy::Signer {
+                    assert!(!kept.contains(&var.name), "{}", var.name);
+                }
+            }
+        }
+    }
+}

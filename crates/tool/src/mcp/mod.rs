@@ -1,0 +1,21 @@
+//! MCP serving of one package: the package's own tool binary, started with `--mcp`,
+//! serves its one tool over stdio with the official Rust MCP SDK (`rmcp`). The process
+//! holds only its own package's auth binding and secrets; one server per package.
+//!
+//! The tool is described from the package's manifest (name = package identity,
+//! description and `inputSchema` = the manifest's argument schema, `outputSchema` = the
+//! JSON Schema of `details`). Every `tools/call` goes through the same path as the
+//! entrypoint: the package located and loaded afresh (its digest recomputed), the
+//! runtime context read afresh (envelope, keys, secrets, configuration), the one
+//! sandbox call (verify, lock, connector, guard), and one audit record appended before
+//! the result is returned. A call that fails is a result with `isError: true`, never
+//! the end of the server. The process serves with only its own package's variables,
+//! whatever environment the client started it with.
+
+mod environment;
+mod listing;
+mod server;
+
+pub use environment::{PROCESS_BASICS, server_variables};
+pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
+pub use server::serve_mcp;

@@ -1,0 +1,105 @@
+"""A real MCP client (the official Python SDK, `mcp` on PyPI) driving the tool binaries'
+MCP servers over stdio, for `crates/tool/tests/mcp.rs`.
+
+Reads a plan (JSON) on stdin:
+
+    {"sessions": [{"label": str, "command": str, "args": [str], "env": {str: str},
+                   "version": "2025-06-18" | "2025-11-25" | "2026-07-28",
+                   "steps": [{"label": str, "tool": str, "arguments": {...},
+                              "rename_before": [from, to] | null}]}]}
+
+Each session starts one server process (`mcp.client.stdio.stdio_client`), negotiates
+the session's protocol version with `ClientSession` (2025-06-18 by an `initialize`
+proposing it, 2025-11-25 by the SDK's own `initialize`, 2026-07-28 by the SDK's
+`server/discover`), lists the tools and runs the steps in order in that one process.
+The SDK validates every result against the negotiated revision's schema and every
+non-error result's `structuredContent` against the tool's `outputSchema`; error
+results are validated against it too, with the SDK's own `validate_tool_result`.
+A step whose request fails at the protocol level is recorded as such and the session
+goes on. `rename_before` renames a file before the step (the runtime context changing
+between calls of one server).
+
+Writes one JSON document on stdout: per session the negotiated version, the listed
+tools as sent, and per step either the result as the SDK parsed it (`content`,
+`structuredContent`, `isError`, `resultType`) or the protocol error.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+CLIENT = types.Implementation(name="evidence-tool-tests", version="1")
+
+
+async def negotiate(session: ClientSession, version: str) -> None:
+    if version == "2026-07-28":
+        await session.discover()
+    elif version == "2025-11-25":
+        await session.initialize()
+    else:
+        # The SDK's initialize proposes its newest handshake version; this proposes
+        # `version` through the same request type and adopts the answer the same way.
+        result = await session.send_request(
+            types.InitializeRequest(
+                params=types.InitializeRequestParams(
+                    protocol_version=version,
+                    capabilities=types.ClientCapabilities(),
+                    client_info=CLIENT,
+                )
+            ),
+            types.InitializeResult,
+        )
+        session.adopt(result)
+        await session.send_notification(types.InitializedNotification())
+
+
+async def run_step(session: ClientSession, step: dict) -> dict:
+    if step.get("rename_before"):
+        source, target = step["rename_before"]
+        os.rename(source, target)
+    try:
+        result = await session.call_tool(step["tool"], step["arguments"])
+    except MCPError as e:
+        return {"label": step["label"], "protocol_error": {"code": e.error.code, "message": e.error.message}}
+    if result.is_error:
+        # The SDK checks only successful results on its own; failures carry details too.
+        await session.validate_tool_result(step["tool"], result)
+    return {
+        "label": step["label"],
+        "isError": result.is_error,
+        "resultType": getattr(result, "result_type", None),
+        "content": [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content],
+        "structuredContent": result.structured_content,
+    }
+
+
+async def run_session(plan: dict) -> dict:
+    params = StdioServerParameters(command=plan["command"], args=plan["args"], env=plan["env"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, client_info=CLIENT) as session:
+            await negotiate(session, plan["version"])
+            listed = await session.list_tools()
+            tools = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listed.tools]
+            steps = [await run_step(session, step) for step in plan["steps"]]
+            return {
+                "label": plan["label"],
+                "negotiated": session.protocol_version,
+                "tools": tools,
+                "steps": steps,
+            }
+
+
+async def main() -> None:
+    plan = json.load(sys.stdin)
+    sessions = [await run_session(session) for session in plan["sessions"]]
+    json.dump({"sessions": sessions}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

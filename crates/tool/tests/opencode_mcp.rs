@@ -1,0 +1,180 @@
+//! The real OpenCode (the pinned `opencode-ai` 1.18.33, run isolated and offline) loads a
+//! generated Investibook workspace that registers the three packages' MCP servers (each
+//! package's own tool binary with `--mcp`, from its deployable folder), connects to
+//! each (`opencode mcp list`), and names their tools as the evidence agent is permitted
+//! to use them, while the other agents are denied them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::Path;
+
+use evidence_package::Package;
+use opencode_workspace::{
+    Action, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
+};
+use support::*;
+
+fn opencode(home: &Path) -> OpenCodeCli {
+    let program = opencode_workspace::internal::pinned_opencode().unwrap_or_else(|e| panic!("{e}"));
+    OpenCodeCli::new(program).isolated(home)
+}
+
+/// The skills tree the workspace generator's own tests use.
+fn skills() -> SkillsTree {
+    SkillsTree::load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../opencode-workspace/tests/fixtures/agentkit/skills"),
+    )
+    .unwrap()
+}
+
+/// The lines of `opencode mcp list` without terminal colours, one per server:
+/// `(name, status)`, e.g. `("managed_auto_oncall_clinic", "connected")`.
+fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> Vec<(String, String)> {
+    let out = cli.run(ws, &["mcp", "list"]).unwrap();
+    assert!(out.success, "opencode mcp list failed: {}", out.stderr);
+    // OpenCode's MCP client compiles each tool's schemas (AJV, strict about formats):
+    // every keyword of ours is one it knows.
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains("unknown format"), "{text}");
+    }
+    let plain = regex_free_strip(&out.stdout);
+    plain
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim_start_matches(['●', '│', ' ']);
+            let rest = rest.strip_prefix('✓').or_else(|| rest.strip_prefix('✗'))?;
+            let mut words = rest.split_whitespace();
+            Some((
+                words.next()?.to_owned(),
+                words.collect::<Vec<_>>().join(" "),
+            ))
+        })
+        .collect()
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... letter`).
+fn regex_free_strip(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence_agent_only() {
+    let packages = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut options = GenerateOptions::default();
+    let mut tools = Vec::new();
+    let mut environs = Vec::new();
+    for (identity, revision, binary) in [
+        ("managed_auto_oncall_clinic", "v3", CLINIC_TOOL),
+        ("managed_auto_oncall_manus", "v2", MANUS_TOOL),
+        ("managed_auto_oncall_wetech", "v2", WETECH_TOOL),
+    ] {
+        let (dir, _) = deploy(packages.path(), identity, revision, binary);
+        let recorder = packages.path().join(format!("{identity}-recorder"));
+        let recorded = packages.path().join(format!("{identity}.environ"));
+        std::fs::write(
+            &recorder,
+            format!(
+                "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ > {}\nexec {} \"$@\"\n",
+                recorded.display(),
+                entrypoint(&dir).display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        environs.push(recorded);
+        let server = McpServer::new(identity, recorder.display().to_string())
+            .unwrap()
+            .arg(evidence_tool::MCP_FLAG)
+            .env(
+                "EVIDENCE_AUDIT_LOG",
+                packages
+                    .path()
+                    .join(format!("{identity}.audit.jsonl"))
+                    .display()
+                    .to_string(),
+            );
+        // The name the server lists its tool under (the code `--mcp` answers
+        // `tools/list` with), as OpenCode prefixes it.
+        let listed = evidence_tool::tool_listing(&Package::load(&dir).unwrap()).unwrap();
+        assert_eq!(listed.name, identity);
+        tools.push(server.tool_name(&listed.name));
+        options = options.with_mcp_server(server);
+    }
+    // A server that cannot serve: the built binary outside any package folder refuses
+    // to start, and OpenCode says so.
+    options = options.with_mcp_server(
+        McpServer::new("managed_auto_oncall_unpackaged", CLINIC_TOOL)
+            .unwrap()
+            .arg(evidence_tool::MCP_FLAG),
+    );
+    let skills = skills();
+    Generator::new(&SkillCatalog::investibook().unwrap(), &skills, options)
+        .unwrap()
+        .write(ws.path())
+        .unwrap();
+    // OpenCode starts every local server with its own whole environment: the other
+    // packages' secrets it holds reach each server process (which then serves with only
+    // its own variables, see `tests/mcp.rs`).
+    let cli = opencode(home.path()).env("MANUS_PASSWORD", "held-by-opencode-0001");
+
+    let listed = mcp_list(&cli, ws.path());
+    let status = |name: &str| {
+        listed
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| panic!("{name} not in opencode mcp list: {listed:?}"))
+    };
+    for identity in [
+        "managed_auto_oncall_clinic",
+        "managed_auto_oncall_manus",
+        "managed_auto_oncall_wetech",
+    ] {
+        assert!(status(identity).starts_with("connected"), "{listed:?}");
+    }
+    assert!(
+        !status("managed_auto_oncall_unpackaged").starts_with("connected"),
+        "{listed:?}"
+    );
+
+    for environ in &environs {
+        let environ = std::fs::read_to_string(environ).unwrap();
+        assert!(
+            environ
+                .lines()
+                .any(|l| l == "MANUS_PASSWORD=held-by-opencode-0001")
+        );
+    }
+
+    // OpenCode's own merged permission rules: the evidence agent may call each tool,
+    // the analyst and the orchestrator may not.
+    let evidence = cli.debug_agent(ws.path(), "evidence-agent").unwrap();
+    let analyst = cli.debug_agent(ws.path(), "diagnosis-analyst").unwrap();
+    let orchestrator = cli
+        .debug_agent(ws.path(), "diagnosis-orchestrator")
+        .unwrap();
+    for tool in &tools {
+        assert_eq!(evidence.evaluate(tool, "*"), Action::Allow, "{tool}");
+        assert_eq!(analyst.evaluate(tool, "*"), Action::Deny, "{tool}");
+        assert_eq!(orchestrator.evaluate(tool, "*"), Action::Deny, "{tool}");
+    }
+}
