@@ -95,22 +95,47 @@ fn is_number(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The one browser slot of the test binary. Holding it means no other test of the same
-/// binary runs a browser (or counts browser processes) at the same time. Released on
-/// drop.
+/// The one browser slot of the machine. Holding it means no other test, of this binary
+/// or of any other test process using this crate (two `cargo test` runs side by side),
+/// runs a browser or counts browser processes at the same time: inside the binary a
+/// mutex, across processes an exclusive lock on `evidence-test-support-browser.lock` in the
+/// temporary folder. Released on drop.
 #[derive(Debug)]
 pub struct BrowserSlot {
+    _machine: Option<std::fs::File>,
     _guard: tokio::sync::MutexGuard<'static, ()>,
 }
 
 static BROWSER_SLOT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The file whose exclusive lock is the machine-wide part of the [`BrowserSlot`].
+fn browser_lock_path() -> PathBuf {
+    std::env::temp_dir().join("evidence-test-support-browser.lock")
+}
+
 impl BrowserSlot {
     /// Waits for the browser slot. Works across the separate runtimes of
-    /// `#[tokio::test]` functions.
+    /// `#[tokio::test]` functions and across test processes. When the lock file cannot
+    /// be opened (a read-only temporary folder), only the in-process part holds; the
+    /// counts are then exact only while one test process runs browsers.
     pub async fn acquire() -> Self {
+        let guard = BROWSER_SLOT.lock().await;
+        let machine = tokio::task::spawn_blocking(|| {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(browser_lock_path())
+                .ok()?;
+            file.lock().ok()?;
+            Some(file)
+        })
+        .await
+        .ok()
+        .flatten();
         BrowserSlot {
-            _guard: BROWSER_SLOT.lock().await,
+            _machine: machine,
+            _guard: guard,
         }
     }
 }
