@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use evidence_result::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesSummary};
 
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
-use super::summary::{FoldSummary, Labels, ResultFold};
+use super::summary::{FoldSummary, Labels, MAX_TRACKED_SERIES, ResultFold};
 use crate::ConnectorError;
 
 /// How many series compact evidence keeps by default (top-k by peak).
@@ -143,13 +143,22 @@ impl Compaction {
     /// Turns the fold's summary into evidence: sanitizes the common labels once and each
     /// kept series' labels, and gives every kept series the common labels' sanitized
     /// values (so they are stated once).
-    fn evidence(
+    pub(crate) fn evidence(
         &self,
         summary: FoldSummary<'_>,
         warnings: &[Cow<'_, str>],
         sanitizer: &dyn LabelSanitizer,
     ) -> Result<Evidence, ConnectorError> {
-        let warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
+        let mut warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
+        if summary.untracked_peaks > 0 {
+            let covered = summary.peak_spread.map_or(0, |s| s.series);
+            warnings.push(format!(
+                "peak_spread covers the first {covered} series with a finite peak; {} more \
+                 were counted but left out of it (the tool tracks at most {MAX_TRACKED_SERIES} \
+                 peaks per answer)",
+                summary.untracked_peaks
+            ));
+        }
         if summary.series_count == 0 {
             let mut evidence = Evidence::no_data(self.unit.clone(), self.top_k);
             evidence.expr = self.expr.clone();
