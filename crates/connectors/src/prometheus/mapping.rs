@@ -106,10 +106,6 @@ impl ResponseMapper {
     /// `unavailable` (refused, reset, killed mid-answer), `response_too_large`,
     /// `non_json_body` and `invalid_response` (a body that is truncated, ends early, is
     /// a provider error envelope or holds a value that is not a sample).
-    #[expect(
-        clippy::result_large_err,
-        reason = "the failure is a result value moved once into Details, not a hot error path"
-    )]
     pub async fn fetch_evidence<S: LabelSanitizer + Sync + ?Sized>(
         &self,
         request: reqwest::RequestBuilder,
@@ -136,10 +132,6 @@ impl ResponseMapper {
 
     /// Evidence from a response whose body is still to be read (see
     /// [`Self::fetch_evidence`], which adds the time limit).
-    #[expect(
-        clippy::result_large_err,
-        reason = "the failure is a result value moved once into Details, not a hot error path"
-    )]
     pub async fn response_evidence<S: LabelSanitizer + Sync + ?Sized>(
         &self,
         response: reqwest::Response,
