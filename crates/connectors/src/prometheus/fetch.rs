@@ -107,6 +107,18 @@ impl RawResponse {
         )
     }
 
+    /// The digest of a body that holds only the start of a longer one (a streamed
+    /// answer's retained first bytes): as [`RawResponse::body_digest`], with a tail that
+    /// could be the start of a secret cut in two redacted too
+    /// ([`Redactor::redact_cut`]).
+    pub fn cut_body_digest(&self, redactor: &Redactor) -> Digest {
+        Digest::sha256(
+            redactor
+                .redact_cut(&String::from_utf8_lossy(&self.body))
+                .as_bytes(),
+        )
+    }
+
     /// True for a 2xx status.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)

@@ -210,7 +210,7 @@ impl ResponseMapper {
                     raw.status,
                     streamed.error_type.as_deref(),
                     text,
-                    raw.body_digest(&self.redactor),
+                    raw.cut_body_digest(&self.redactor),
                 ))
             }
             Err(e) => Err(self.body_failure(&raw, &e, Some(total))),
@@ -319,7 +319,10 @@ impl ResponseMapper {
         e: &ConnectorError,
         streamed: Option<usize>,
     ) -> Failure {
-        let digest = raw.body_digest(&self.redactor);
+        let digest = match streamed {
+            Some(read) if read > raw.body.len() => raw.cut_body_digest(&self.redactor),
+            _ => raw.body_digest(&self.redactor),
+        };
         let (code, what) = match e {
             ConnectorError::NotJson(_) => (OriginCode::NonJsonBody, "a body that is not JSON"),
             _ => (
@@ -328,10 +331,9 @@ impl ResponseMapper {
             ),
         };
         let size = match streamed {
-            Some(read) if read > raw.body.len() => format!(
-                "{read} bytes read before it was abandoned, digest of the first {}",
-                raw.body.len()
-            ),
+            Some(read) if read > raw.body.len() => {
+                format!("{read} bytes read, digest of the first {}", raw.body.len())
+            }
             _ => format!("{} bytes", raw.body.len()),
         };
         let detail = format!(
@@ -426,11 +428,15 @@ impl ResponseMapper {
     /// The start of a body that is not a Prometheus envelope, as text, redacted.
     fn excerpt(&self, raw: &RawResponse) -> String {
         let end = raw.body.len().min(EXCERPT_BYTES);
-        let mut text = String::from_utf8_lossy(&raw.body[..end]).into_owned();
+        let text = String::from_utf8_lossy(&raw.body[..end]);
         if raw.body.len() > end {
+            // Cut through the body: a secret cut in two is redacted too.
+            let mut text = self.redactor.redact_cut(text.trim_start());
             text.push_str(&format!(" [... {} more bytes]", raw.body.len() - end));
+            text
+        } else {
+            self.redactor.redact(text.trim())
         }
-        self.redactor.redact(text.trim())
     }
 }
 
@@ -508,6 +514,32 @@ mod tests {
             prop_assert_eq!(
                 digest,
                 Digest::sha256(body.replace(secret, crate::prometheus::REDACTED).as_bytes())
+            );
+        }
+    }
+
+    proptest! {
+        /// Where the excerpt of a long body (the first 4096 bytes in `detail_error`)
+        /// cuts through a bound secret, the part of the secret before the cut is
+        /// redacted too: no half of a secret reaches the model.
+        #[test]
+        fn an_excerpt_never_ends_in_part_of_a_secret(
+            secret in "[A-Za-z0-9]{12,32}",
+            inside in 1usize..32,
+            status in prop_oneof![Just(200u16), Just(502)],
+        ) {
+            let inside = inside.min(secret.len() - 1);
+            let m = ResponseMapper::new(Provider::Clinic, Redactor::new([SecretString::from(secret.clone())]));
+            let before = EXCERPT_BYTES - inside;
+            let body = format!("<html>{}{secret} and more</html>{}", ".".repeat(before - 6), "-".repeat(100));
+            let f = m
+                .evidence(&RawResponse::new(status, None, body), &Compaction::default(), &KeepLabels)
+                .unwrap_err();
+            let half = &secret[..secret.len().div_ceil(2).min(inside)];
+            prop_assert!(
+                !f.detail_error.contains(&format!(".{half}")),
+                "part of the secret in {}",
+                &f.detail_error[f.detail_error.len().saturating_sub(200)..]
             );
         }
     }

@@ -346,7 +346,7 @@ fn key_name(raw: &[u8]) -> Key {
 mod tests {
     use super::*;
     use crate::prometheus::compact::{Compaction, KeepLabels};
-    use crate::prometheus::mapping::ResponseMapper;
+    use crate::prometheus::mapping::{RETAINED_BODY_BYTES, ResponseMapper};
     use crate::prometheus::parse::QueryRangeResponse;
     use crate::prometheus::{RawResponse, Redactor};
     use evidence_result::{Evidence, Failure, Provider};
@@ -604,6 +604,124 @@ mod tests {
             .build()
             .unwrap()
             .block_on(f)
+    }
+
+    /// A body of `series` series of 240 points (about 7 KB each), then `tail`.
+    fn large_body(series: usize, bad_value_at: Option<usize>, tail: &str) -> String {
+        let mut out =
+            String::from(r#"{"status":"success","data":{"resultType":"matrix","result":["#);
+        for i in 0..series {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(
+                r#"{{"metric":{{"instance":"tikv-{i}:20180"}},"values":["#
+            ));
+            for k in 0..240 {
+                if k > 0 {
+                    out.push(',');
+                }
+                let v = if bad_value_at == Some(i) && k == 100 {
+                    "nan".to_owned()
+                } else {
+                    format!("{}.25", (i * 7 + k) % 1000)
+                };
+                out.push_str(&format!(r#"[{},"{v}"]"#, 1_786_348_800 + 15 * k));
+            }
+            out.push_str("]}");
+        }
+        out.push_str(tail);
+        out
+    }
+
+    /// A streamed body over what is retained for a failure (1 MiB) fails with the typed
+    /// codes: ending early, a sample string Prometheus never writes, an error envelope
+    /// with a long text; its digest covers the first 1 MiB and the detail says so. The
+    /// same body complete is answered.
+    #[test]
+    fn failures_of_long_streamed_bodies_keep_their_codes() {
+        let mapper = ResponseMapper::new(Provider::Manus, Redactor::default());
+        let compaction = Compaction::new(3);
+        let call = |body: String| -> Result<Evidence, Failure> {
+            let pieces: Vec<Vec<u8>> = body
+                .as_bytes()
+                .chunks(64 << 10)
+                .map(<[u8]>::to_vec)
+                .collect();
+            run(mapper.response_evidence(
+                response(200, pieces),
+                usize::MAX,
+                &compaction,
+                &KeepLabels,
+            ))
+        };
+        let complete = call(large_body(400, None, "]}}")).unwrap();
+        assert_eq!(complete.series_count, 400);
+        assert_eq!(complete.point_count, 400 * 240);
+
+        let cases = [
+            (large_body(400, None, "]}"), "manus_non_json_body"),
+            (large_body(400, None, ""), "manus_non_json_body"),
+            (large_body(400, Some(300), "]}}"), "manus_invalid_response"),
+            (
+                large_body(400, None, r#"]},"status":"maybe"}"#),
+                "manus_invalid_response",
+            ),
+        ];
+        for (body, code) in cases {
+            assert!(body.len() > 2 * RETAINED_BODY_BYTES);
+            let f = call(body).unwrap_err();
+            assert_eq!(f.error.code.as_str(), code, "{}", f.detail_error);
+            assert!(f.error.body_digest.is_some());
+            assert!(
+                f.detail_error
+                    .contains(&format!("digest of the first {RETAINED_BODY_BYTES}")),
+                "{}",
+                f.detail_error
+            );
+        }
+        // A 2xx error envelope whose text is longer than what is retained.
+        let text = "x".repeat(2 * RETAINED_BODY_BYTES);
+        let body = format!(r#"{{"status":"error","errorType":"execution","error":"{text}"}}"#);
+        let f = call(body).unwrap_err();
+        assert_eq!(f.error.prometheus_error_type.as_deref(), Some("execution"));
+        assert_eq!(f.detail_error.len(), text.len());
+    }
+
+    /// The digest of a long failing body covers its first 1 MiB redacted as a cut
+    /// text: a bound secret cut in two by the 1 MiB mark leaves no part in it.
+    #[test]
+    fn the_digest_of_a_long_body_covers_no_part_of_a_cut_secret() {
+        let secret = "tok-5b0c2f9e41d7a8c3";
+        let mapper = ResponseMapper::new(
+            Provider::Clinic,
+            Redactor::new([secrecy::SecretString::from(secret)]),
+        );
+        let head =
+            r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":""#;
+        let filler = "f".repeat(RETAINED_BODY_BYTES - head.len() - 7);
+        let body = format!(
+            r#"{head}{filler}{secret}"}},"values":[[1,"nan"]]}},{}]}}}}"#,
+            "{}".repeat(RETAINED_BODY_BYTES)
+        );
+        let pieces: Vec<Vec<u8>> = body
+            .as_bytes()
+            .chunks(64 << 10)
+            .map(<[u8]>::to_vec)
+            .collect();
+        let f = run(mapper.response_evidence(
+            response(200, pieces),
+            usize::MAX,
+            &Compaction::new(3),
+            &KeepLabels,
+        ))
+        .unwrap_err();
+        assert_eq!(f.error.code.as_str(), "clinic_invalid_response");
+        let prefix = RawResponse::new(200, None, body.as_bytes()[..RETAINED_BODY_BYTES].to_vec());
+        let redactor = Redactor::new([secrecy::SecretString::from(secret)]);
+        assert_eq!(f.error.body_digest, Some(prefix.cut_body_digest(&redactor)));
+        assert_ne!(f.error.body_digest, Some(prefix.body_digest(&redactor)));
+        assert!(!f.detail_error.contains("tok-5b0"));
     }
 
     #[test]
