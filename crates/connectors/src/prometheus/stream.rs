@@ -642,6 +642,7 @@ mod tests {
     fn failures_of_long_streamed_bodies_keep_their_codes() {
         let mapper = ResponseMapper::new(Provider::Manus, Redactor::default());
         let compaction = Compaction::new(3);
+        #[expect(clippy::result_large_err, reason = "test helper")]
         let call = |body: String| -> Result<Evidence, Failure> {
             let pieces: Vec<Vec<u8>> = body
                 .as_bytes()
