@@ -150,6 +150,15 @@ pub(crate) fn parse_with<'a, S: FromSeries<'a>>(
     })
 }
 
+/// The error the typed envelope parser finds in the start of a body before it runs out
+/// of input, if any: what is wrong before the end of `start`.
+pub(crate) fn error_before_end(start: &[u8]) -> Option<ConnectorError> {
+    match serde_json::from_slice::<Envelope<'_, SeriesDigest<'_>>>(start) {
+        Err(e) if !e.is_eof() => Some(classify(e)),
+        _ => None,
+    }
+}
+
 /// A JSON error as a connector error: not JSON at all (syntax, end of input) or JSON
 /// that is not a `query_range` answer.
 pub(crate) fn classify(e: serde_json::Error) -> ConnectorError {

@@ -19,7 +19,9 @@
 
 use std::borrow::Cow;
 
-use super::parse::{ResponseStatus, SeriesDigest, StreamedSeries, classify, parse_with};
+use super::parse::{
+    ResponseStatus, SeriesDigest, StreamedSeries, classify, error_before_end, parse_with,
+};
 use super::summary::{FoldSummary, ResultFold};
 use crate::ConnectorError;
 
@@ -99,6 +101,10 @@ pub(crate) struct StreamCompactor {
     retry_at: usize,
     /// Bytes consumed before `pending` (for error positions).
     offset: usize,
+    /// The length of the last series read: a series that starts with fewer bytes left
+    /// in the chunk is not tried before more arrive (it would most likely stop at the
+    /// chunk's end and be parsed twice).
+    expected: usize,
 }
 
 impl StreamCompactor {
@@ -114,6 +120,7 @@ impl StreamCompactor {
             pending: Vec::new(),
             retry_at: 0,
             offset: 0,
+            expected: 0,
         }
     }
 
@@ -205,12 +212,13 @@ impl StreamCompactor {
                     i += 1;
                 }
                 (_, Between::Element) | (b']' | b',', _) => {
-                    return Err(ConnectorError::NotJson(format!(
+                    return Err(self.earlier(ConnectorError::NotJson(format!(
                         "unexpected {:?} between the series of data.result at byte {}",
                         char::from(b),
                         self.offset + i
-                    )));
+                    ))));
                 }
+                _ if !last && bytes.len() - i < self.expected => return Ok(i),
                 _ => match self.element(&bytes[i..], last)? {
                     Some(len) => {
                         i += len;
@@ -236,16 +244,24 @@ impl StreamCompactor {
         match values.next() {
             Some(Ok(StreamedSeries(series))) => {
                 let len = values.byte_offset();
+                self.expected = len;
                 self.fold.push(series.into_owned());
                 Ok(Some(len))
             }
             Some(Err(e)) if e.is_eof() && !last => Ok(None),
-            Some(Err(e)) => Err(classify(e)),
+            Some(Err(e)) => Err(self.earlier(classify(e))),
             None if !last => Ok(None),
-            None => Err(ConnectorError::NotJson(
+            None => Err(self.earlier(ConnectorError::NotJson(
                 "EOF while parsing the series of data.result".to_owned(),
-            )),
+            ))),
         }
+    }
+
+    /// The error to report for `e`, found inside `data.result`: an error in the
+    /// envelope before it, when there is one, since the typed parser reports the first
+    /// error of the body.
+    fn earlier(&self, e: ConnectorError) -> ConnectorError {
+        error_before_end(&self.skeleton).unwrap_or(e)
     }
 
     /// Advances the structural state by one skeleton byte.
