@@ -5,7 +5,8 @@
 //! with the same streaming compaction as Clinic and Manus. A 2,000-thread answer
 //! (15 MB) is answered `ok`; the 5,000-thread answer (37 MB) is refused as
 //! `grafana_response_too_large` with the correction to narrow the query. The test prints
-//! how long each took (`--nocapture`).
+//! how long each took, beside a one-instance call (50 threads) for the cost of a call
+//! apart from its body (`--nocapture`).
 #![cfg(feature = "wetech")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,7 +33,7 @@ fn policy() -> TrustedPolicy {
         "account": "acct-saas",
         "cluster": {"id": TIKV_THREADS_CLUSTER, "tier": "dedicated"},
         "operation": "query_range",
-        "wetech_query_ids": ["tikv_threads_part", "tikv_threads_all"],
+        "wetech_query_ids": ["tikv_threads_one", "tikv_threads_part", "tikv_threads_all"],
         "wetech_datasource": GrafanaFront::DATASOURCE_UID,
         "window": {"start": ts(TIKV_THREADS_START), "end": ts(TIKV_THREADS_END)},
         "lookback": 3600,
@@ -86,6 +87,17 @@ async fn the_page_bound_answers_15_mb_and_refuses_37_mb() {
     let secrets = storage_state(&grafana);
     let connector = WetechConnector::new();
 
+    // One instance (50 threads, 0.4 MB): the cost of a call apart from the body.
+    let one = locked(
+        "tikv_threads_one",
+        r#"rate(tikv_thread_cpu_seconds_total{instance="tikv-0000.saas01.svc:20180"}[1m])"#,
+    );
+    let started = Instant::now();
+    let result = connector.call(&one, &config, &secrets).await.unwrap();
+    let one_time = started.elapsed();
+    assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+    assert_eq!(result.details().evidence.as_ref().unwrap().series_count, 50);
+
     // 40 of the 100 instances: 2,000 threads, about 15 MB, under the page bound.
     let part = locked(
         "tikv_threads_part",
@@ -119,8 +131,10 @@ async fn the_page_bound_answers_15_mb_and_refuses_37_mb() {
             .contains("narrow the query")
     );
     eprintln!(
-        "wetech through Chromium: 2,000 threads (15 MB) answered ok in {} ms; \
-         5,000 threads (37 MB) refused at the 16 MiB page bound in {} ms",
+        "wetech through Chromium: 50 threads (0.4 MB) answered ok in {} ms; 2,000 threads \
+         (15 MB) answered ok in {} ms; 5,000 threads (37 MB) refused at the 16 MiB page bound \
+         in {} ms",
+        one_time.as_millis(),
         part_time.as_millis(),
         all_time.as_millis()
     );
