@@ -293,6 +293,40 @@ mod tests {
         );
     }
 
+    /// Beyond the tracked peaks the evidence says, in a warning, how many series the
+    /// spread leaves out; the counts and the top still cover every series, and the
+    /// evidence reads back from its JSON (the `compact_v2` format is unchanged).
+    #[test]
+    fn a_spread_over_part_of_the_series_says_so() {
+        let mut fold = ResultFold::with_peak_limit(2, 3);
+        for (i, v) in [4.0, 1.0, 2.0, 9.0, 3.0].into_iter().enumerate() {
+            fold.push(SeriesDigest::of(
+                vec![(Cow::Borrowed("instance"), Cow::Owned(format!("i{i}")))],
+                &[(1000.0, v)],
+            ));
+        }
+        let e = Compaction::new(2)
+            .evidence(
+                fold.finish(),
+                &[Cow::Borrowed("from prometheus")],
+                &KeepLabels,
+            )
+            .unwrap();
+        assert_eq!(e.series_count, 5);
+        assert_eq!(e.top_peak(), Some(9.0));
+        assert_eq!(e.peak_spread.unwrap().series, 3);
+        assert_eq!(e.warnings[0], "from prometheus");
+        assert!(
+            e.warnings[1].starts_with(
+                "peak_spread covers the first 3 series with a finite peak; 2 more were counted but left out of it"
+            ),
+            "{:?}",
+            e.warnings
+        );
+        let back: Evidence = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+
     fn value() -> impl Strategy<Value = f64> {
         prop_oneof![
             8 => -1e6f64..1e6,
