@@ -119,3 +119,54 @@ async fn an_answer_far_above_the_former_cap_is_answered() {
     assert!(body_len > 2 * (16 << 20), "{body_len} bytes");
     assert_eq!(old.unwrap(), evidence);
 }
+
+/// The call's time limit covers reading and folding the body: a 2xx answer whose body
+/// keeps coming slowly (a valid start, then a few bytes at a time) ends as `timeout` at
+/// the limit, not when the body would end.
+#[tokio::test]
+async fn the_time_limit_covers_a_body_that_keeps_coming() {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = vec![0u8; 4096];
+        let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let start = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":["#;
+        let mut chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len()).into_bytes();
+        socket.write_all(&chunk(start)).await.unwrap();
+        for k in 0..10_000 {
+            let point = format!("[{},\"1\"],", 1_786_348_800 + 15 * k);
+            if socket.write_all(&chunk(&point)).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    let limits = ResponseLimits {
+        timeout: std::time::Duration::from_millis(400),
+        ..ResponseLimits::default()
+    };
+    let q = TIKV_THREAD_CPU_RATE;
+    let client = reqwest::Client::new();
+    let builder = QueryRange::new(q.expr, window(&q)).post(
+        &client,
+        format!("http://{addr}/api/v1/query_range").parse().unwrap(),
+    );
+    let started = std::time::Instant::now();
+    let f = mapper()
+        .fetch_evidence(builder, &limits, &compaction(&q, "cores"), &KeepLabels)
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(
+        f.error.code.as_str(),
+        "clinic_timeout",
+        "{}",
+        f.detail_error
+    );
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    server.abort();
+}
