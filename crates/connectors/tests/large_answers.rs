@@ -135,7 +135,7 @@ async fn the_time_limit_covers_a_body_that_keeps_coming() {
         let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
         socket.write_all(head.as_bytes()).await.unwrap();
         let start = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":["#;
-        let mut chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len()).into_bytes();
+        let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len()).into_bytes();
         socket.write_all(&chunk(start)).await.unwrap();
         for k in 0..10_000 {
             let point = format!("[{},\"1\"],", 1_786_348_800 + 15 * k);
