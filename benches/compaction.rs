@@ -1,6 +1,10 @@
-//! Compaction of `query_range` bodies (261 x 241 and 1,000 x 1,441) against parsing the
-//! same bytes into `serde_json::Value`. Goal: compaction takes at most 1.0x the time of
-//! the `Value` parse.
+//! Compaction of `query_range` bodies (261 x 241, 1,000 x 1,441 and 5,000 x 241, the
+//! last one the size of a 5,000-thread TiKV answer) by the streaming parser (fed in
+//! 64 KiB chunks through `ResponseMapper::response_evidence`, as an HTTP body arrives,
+//! and in one piece through `ResponseMapper::evidence`), by the former typed
+//! compaction of the whole body (`typed_evidence`), and parsing the same bytes into
+//! `serde_json::Value`, with the ratios printed from the same run. Goal: compaction
+//! takes at most 1.0x the time of the `Value` parse.
 //!
 //! The bench also writes the bodies to `<target dir>/bench-data/` and its own timings to
 //! `<target dir>/bench-data/rust-timings.json`, so `benches/compaction_python.py` can
@@ -12,6 +16,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use managed_evidence::connectors::internal::{
     Compaction, KeepLabels, RawResponse, Redactor, ResponseMapper,
@@ -19,7 +24,9 @@ use managed_evidence::connectors::internal::{
 use managed_evidence::result::{Evidence, EvidenceWindow, Provider};
 
 /// The two body shapes: (series, points per series).
-const SHAPES: [(usize, usize); 2] = [(261, 241), (1_000, 1_441)];
+const SHAPES: [(usize, usize); 3] = [(261, 241), (1_000, 1_441), (5_000, 241)];
+/// The chunk size the streamed variant is fed in (hyper hands over chunks of this order).
+const CHUNK: usize = 64 << 10;
 const START: i64 = 1_785_909_600;
 
 /// A deterministic `query_range` success body shaped like real Prometheus output.
@@ -65,8 +72,42 @@ fn data_dir() -> PathBuf {
         .join("bench-data")
 }
 
+/// The former path: the typed parser over the whole body.
 fn compact(mapper: &ResponseMapper, compaction: &Compaction, raw: &RawResponse) -> Evidence {
+    mapper.typed_evidence(raw, compaction, &KeepLabels).unwrap()
+}
+
+/// The streaming parser over a complete body in one piece.
+fn stream_whole(mapper: &ResponseMapper, compaction: &Compaction, raw: &RawResponse) -> Evidence {
     mapper.evidence(raw, compaction, &KeepLabels).unwrap()
+}
+
+/// The streaming parser over an HTTP body arriving in `CHUNK`-byte chunks.
+fn stream_chunked(
+    runtime: &tokio::runtime::Runtime,
+    mapper: &ResponseMapper,
+    compaction: &Compaction,
+    bytes: &Bytes,
+) -> Evidence {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..bytes.len())
+        .step_by(CHUNK)
+        .map(|at| Ok(bytes.slice(at..(at + CHUNK).min(bytes.len()))))
+        .collect();
+    let response = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .map(reqwest::Response::from)
+        .unwrap();
+    runtime
+        .block_on(mapper.response_evidence(response, usize::MAX, compaction, &KeepLabels))
+        .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
 }
 
 fn window(points: usize) -> EvidenceWindow {
@@ -79,14 +120,28 @@ fn window(points: usize) -> EvidenceWindow {
 
 fn bench(c: &mut Criterion) {
     let mapper = ResponseMapper::new(Provider::Clinic, Redactor::default());
+    let runtime = runtime();
     let mut group = c.benchmark_group("compaction");
     group.sample_size(10);
     for (series, points) in SHAPES {
         let bytes = body(series, points);
         let raw = RawResponse::new(200, Some("application/json".into()), bytes.clone());
+        let shared = Bytes::from(bytes.clone());
         let compaction = Compaction::default().with_window(window(points));
         let id = format!("{series}x{points}");
         group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(
+            BenchmarkId::new("streaming_64k_chunks", &id),
+            &shared,
+            |b, shared| {
+                b.iter(|| stream_chunked(&runtime, &mapper, &compaction, black_box(shared)))
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("streaming_one_piece", &id),
+            &raw,
+            |b, raw| b.iter(|| stream_whole(&mapper, &compaction, black_box(raw))),
+        );
         group.bench_with_input(BenchmarkId::new("typed_compaction", &id), &raw, |b, raw| {
             b.iter(|| compact(&mapper, &compaction, black_box(raw)))
         });
@@ -124,6 +179,7 @@ fn summary() {
     let dir = data_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let mapper = ResponseMapper::new(Provider::Clinic, Redactor::default());
+    let runtime = runtime();
     let mut timings = Vec::new();
     println!("\ncompaction summary (mean run of the fastest of 5 batches, same bytes):");
     for (series, points) in SHAPES {
@@ -132,7 +188,19 @@ fn summary() {
         std::fs::write(dir.join(&name), &bytes).unwrap();
         let raw = RawResponse::new(200, Some("application/json".into()), bytes.clone());
         let compaction = Compaction::default().with_window(window(points));
+        let shared = Bytes::from(bytes.clone());
         let n = if series > 500 { 3 } else { 20 };
+        let chunked = mean(n, || {
+            black_box(stream_chunked(
+                &runtime,
+                &mapper,
+                &compaction,
+                black_box(&shared),
+            ));
+        });
+        let whole = mean(n, || {
+            black_box(stream_whole(&mapper, &compaction, black_box(&raw)));
+        });
         let typed = mean(n, || {
             black_box(compact(&mapper, &compaction, black_box(&raw)));
         });
@@ -140,13 +208,27 @@ fn summary() {
             black_box(serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).unwrap());
         });
         let evidence = compact(&mapper, &compaction, &raw);
-        let ratio = typed.as_secs_f64() / value.as_secs_f64();
+        assert_eq!(
+            stream_chunked(&runtime, &mapper, &compaction, &shared),
+            evidence
+        );
+        assert_eq!(stream_whole(&mapper, &compaction, &raw), evidence);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let ratio = chunked.as_secs_f64() / value.as_secs_f64();
+        let mb = bytes.len() as f64 / 1e6;
         println!(
-            "  {series}x{points} ({:.1} MB): typed compaction {:.2} ms, serde_json::Value parse {:.2} ms, ratio {ratio:.2}x (goal <= 1.0x) {}",
-            bytes.len() as f64 / 1e6,
-            typed.as_secs_f64() * 1e3,
-            value.as_secs_f64() * 1e3,
+            "  {series}x{points} ({mb:.1} MB): streaming (64 KiB chunks) {:.2} ms ({:.0} MB/s), streaming (one piece) {:.2} ms, typed compaction {:.2} ms, serde_json::Value parse {:.2} ms",
+            ms(chunked),
+            mb / chunked.as_secs_f64(),
+            ms(whole),
+            ms(typed),
+            ms(value),
+        );
+        println!(
+            "    ratios: streaming / typed {:.2}x, streaming / Value {ratio:.2}x (goal <= 1.0x) {}, typed / Value {:.2}x",
+            chunked.as_secs_f64() / typed.as_secs_f64(),
             if ratio <= 1.0 { "met" } else { "NOT MET" },
+            typed.as_secs_f64() / value.as_secs_f64(),
         );
         println!(
             "    series {}, points {}, top peak {:?}, kept {}, truncated {}",
@@ -157,7 +239,8 @@ fn summary() {
             evidence.truncated
         );
         timings.push(format!(
-            r#"{{"file":"{name}","typed_ms":{},"value_ms":{},"series":{},"points":{},"top_peak":{}}}"#,
+            r#"{{"file":"{name}","streaming_ms":{},"typed_ms":{},"value_ms":{},"series":{},"points":{},"top_peak":{}}}"#,
+            chunked.as_secs_f64() * 1e3,
             typed.as_secs_f64() * 1e3,
             value.as_secs_f64() * 1e3,
             evidence.series_count,

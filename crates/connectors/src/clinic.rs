@@ -17,7 +17,7 @@ use url::Url;
 use crate::codes::Code;
 use crate::connector::{failed, finish, identity_failure, internal};
 use crate::prometheus::{
-    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper, fetch,
+    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper,
 };
 use crate::{Connector, ConnectorError, HostAllowlist};
 
@@ -303,12 +303,15 @@ impl Run<'_> {
         let builder = range
             .post(self.client, self.url.clone())
             .bearer_auth(self.token.expose_secret());
-        let fetched = fetch(builder, &self.config.limits).await;
         let mut compaction = Compaction::new(self.top_k)
             .with_expr(query.expr.clone())
             .with_window(window);
         compaction.unit.clone_from(&query.unit);
-        match self.mapper.outcome(fetched, &compaction, &KeepLabels) {
+        let fetched = self
+            .mapper
+            .fetch_evidence(builder, &self.config.limits, &compaction, &KeepLabels)
+            .await;
+        match fetched {
             Ok(evidence) => {
                 Item::success(query.query_id.clone(), Some(query.request_digest), evidence)
             }

@@ -11,13 +11,27 @@ pub enum ConnectorError {
     /// killed mid-answer).
     #[error("the provider is unreachable: {0}")]
     Unreachable(String),
-    /// The response body is larger than the cap. The answer is refused, never truncated.
+    /// The response body is larger than the bound on the bytes read of one answer
+    /// ([`ResponseLimits::max_body_bytes`](crate::ResponseLimits::max_body_bytes)). The
+    /// answer is refused, never truncated.
     #[error(
         "the response is larger than the {limit}-byte limit: narrow the query (fewer series, \
          for example with sum by (...) or topk, or a larger step) and run it again"
     )]
     BodyTooLarge {
         /// The cap in bytes.
+        limit: usize,
+    },
+    /// One part of a streamed response (a single series, or the envelope without its
+    /// series) is larger than what is held at once. The answer is refused, never
+    /// truncated.
+    #[error(
+        "one series of the response, or its envelope, is larger than the {limit}-byte limit: \
+         narrow the query (fewer points per series with a larger step, or fewer labels) and \
+         run it again"
+    )]
+    PartTooLarge {
+        /// The limit in bytes.
         limit: usize,
     },
     /// The body is not JSON.

@@ -17,7 +17,7 @@ pub use error::ConnectorError;
 pub use manus::{DEFAULT_REFERENCE_TTL, ManusConfig, ManusConnector, ManusSecrets};
 pub use prometheus::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, EVALUATION_TIMEOUT_MARGIN,
-    ResponseLimits,
+    MAX_HELD_BYTES, MAX_TRACKED_SERIES, RETAINED_BODY_BYTES, ResponseLimits,
 };
 pub use reference::{ReferenceKeyRing, ReferenceScope};
 #[cfg(feature = "wetech")]

@@ -332,8 +332,6 @@ impl Connector for ManusConnector {
         let builder = range
             .post(&self.client, query_url)
             .header(header, session_value);
-        let fetched = fetch(builder, &config.limits).await;
-
         let ttl = i64::try_from(config.reference_ttl.as_secs()).unwrap_or(i64::MAX);
         let sealer = AddressSealer::new(
             &secrets.reference_keys,
@@ -345,7 +343,10 @@ impl Connector for ManusConnector {
             .with_expr(sealer.text(&expr))
             .with_window(window);
         compaction.unit.clone_from(&query.unit);
-        let details = match mapper.outcome(fetched, &compaction, &sealer) {
+        let fetched = mapper
+            .fetch_evidence(builder, &config.limits, &compaction, &sealer)
+            .await;
+        let details = match fetched {
             Ok(evidence) => Details::success(
                 origin.clone(),
                 query.query_id.clone(),

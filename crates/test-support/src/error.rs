@@ -28,7 +28,7 @@ pub enum TestSupportError {
     #[error("promtool failed to backfill the {fixture} fixture: {output}")]
     Backfill {
         /// The fixture name.
-        fixture: &'static str,
+        fixture: String,
         /// What promtool printed.
         output: String,
     },

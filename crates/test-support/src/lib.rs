@@ -6,6 +6,7 @@ mod error;
 mod fixtures;
 mod front;
 mod grafana;
+mod large;
 mod manus;
 mod process;
 mod prometheus;
@@ -33,8 +34,12 @@ pub use fixtures::{
 };
 pub use front::{Fault, FaultControl, RecordedRequest, oversized_matrix_body};
 pub use grafana::{ErrorStyle, GrafanaFront, HealthMode};
+pub use large::{
+    TIKV_THREAD_CPU_RATE, TIKV_THREAD_PEAK, TIKV_THREADS_CLUSTER, TIKV_THREADS_END,
+    TIKV_THREADS_START, TikvThreads,
+};
 pub use manus::{ManusFront, ManusTarget, ManusTargets};
-pub use prometheus::Prometheus;
+pub use prometheus::{LargePrometheus, Prometheus};
 pub use recording::{
     QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,
 };

@@ -13,10 +13,12 @@ use crate::process::{
     PROMETHEUS_INSTALL, Readiness, Spawned, find_program, free_loopback_port, log_files,
     start_on_free_port,
 };
-use crate::{Fixture, TestSupportError};
+use crate::{Fixture, TestSupportError, TikvThreads};
 
 /// The source of the fixture generator, which keys the block cache.
 const FIXTURE_GENERATOR_SOURCE: &str = include_str!("fixtures.rs");
+/// The source of the large data set's generator, which keys its block cache too.
+const LARGE_GENERATOR_SOURCE: &str = include_str!("large.rs");
 
 /// How long a server may take to answer `/-/ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,8 +32,57 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Prometheus {
     child: Mutex<Option<Child>>,
     addr: SocketAddr,
-    fixture: Fixture,
+    /// `None` only inside a [`LargePrometheus`], which does not expose it.
+    fixture: Option<Fixture>,
     dir: TempDir,
+}
+
+/// A real `prometheus` process over the blocks of a [`TikvThreads`] data set (built once
+/// per size and cached like the fixture blocks), otherwise as [`Prometheus`].
+#[derive(Debug)]
+pub struct LargePrometheus {
+    server: Prometheus,
+    data: TikvThreads,
+}
+
+impl LargePrometheus {
+    /// Backfills `data` (cached), starts a server on a free loopback port and waits
+    /// until `/-/ready` answers. The first start of a size generates and backfills it:
+    /// a few seconds for 5,000 series, longer for 20,000.
+    pub async fn start(data: TikvThreads) -> Result<Self, TestSupportError> {
+        let blocks = tokio::task::spawn_blocking(move || {
+            cached_blocks(&data.name(), |om| data.write_openmetrics(om))
+        })
+        .await
+        .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        let server = Prometheus::start_on(blocks, None).await?;
+        Ok(LargePrometheus { server, data })
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The loopback address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The data set this server holds.
+    pub fn data(&self) -> TikvThreads {
+        self.data
+    }
+
+    /// The server's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.server.log_path()
+    }
+
+    /// Kills the process now and reaps it. Idempotent.
+    pub fn kill(&self) {
+        self.server.kill();
+    }
 }
 
 impl Prometheus {
@@ -40,10 +91,16 @@ impl Prometheus {
     ///
     /// Fails with the install command when `prometheus` or `promtool` is missing.
     pub async fn start(fixture: Fixture) -> Result<Self, TestSupportError> {
-        let program = find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
+        find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
         let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
             .await
             .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        Self::start_on(blocks, Some(fixture)).await
+    }
+
+    /// Starts a server over a copy of `blocks`.
+    async fn start_on(blocks: PathBuf, fixture: Option<Fixture>) -> Result<Self, TestSupportError> {
+        let program = find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
         start_on_free_port("prometheus", &["address already in use"], || {
             let dir = tempfile::Builder::new()
                 .prefix("evidence-prometheus-")
@@ -97,7 +154,8 @@ impl Prometheus {
 
     /// The fixture this server holds.
     pub fn fixture(&self) -> Fixture {
-        self.fixture
+        // Only a `LargePrometheus` holds no fixture, and it never hands out its server.
+        self.fixture.unwrap_or(Fixture::Main)
     }
 
     /// The server's log file (stdout and stderr).
@@ -151,7 +209,7 @@ impl Drop for Prometheus {
 
 /// Per-process memo of the cache directories already checked, and the lock that keeps
 /// two tests of one binary from building the same blocks at once.
-static BLOCKS: Mutex<Vec<(Fixture, PathBuf)>> = Mutex::new(Vec::new());
+static BLOCKS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
 
 /// The directory of backfilled blocks for `fixture`, built on first use.
 ///
@@ -160,19 +218,35 @@ static BLOCKS: Mutex<Vec<(Fixture, PathBuf)>> = Mutex::new(Vec::new());
 /// change of a fixture builds new blocks. A cache entry is moved into place atomically
 /// once complete.
 pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportError> {
+    cached_blocks(fixture.name(), |om| {
+        std::fs::write(om, fixture.openmetrics().as_bytes())
+            .map_err(|e| TestSupportError::io("writing the fixture", om, e))
+    })
+}
+
+/// The directory of backfilled blocks of the data set `name`, whose OpenMetrics text
+/// `write` writes to the path it is given, built on first use and cached as
+/// [`fixture_blocks`] says. The generators live entirely in `fixtures.rs` and
+/// `large.rs`: their sources and the name determine the text, so they key the cache
+/// without generating the text first.
+fn cached_blocks(
+    name: &str,
+    write: impl FnOnce(&Path) -> Result<(), TestSupportError>,
+) -> Result<PathBuf, TestSupportError> {
     let mut memo = BLOCKS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, path)) = memo.iter().find(|(f, _)| *f == fixture) {
+    if let Some((_, path)) = memo.iter().find(|(n, _)| n == name) {
         return Ok(path.clone());
     }
     let promtool = find_program("promtool", &["/usr/bin"], PROMETHEUS_INSTALL)?;
-    // The generator lives entirely in fixtures.rs: its source and the fixture name
-    // determine the text, so they key the cache without generating the text first.
     let mut hasher = Sha256::new();
     hasher.update(FIXTURE_GENERATOR_SOURCE.as_bytes());
-    hasher.update(fixture.name().as_bytes());
+    if name.starts_with("tikv-threads-") {
+        hasher.update(LARGE_GENERATOR_SOURCE.as_bytes());
+    }
+    hasher.update(name.as_bytes());
     let hash = hex::encode(&hasher.finalize()[..8]);
     let root = std::env::temp_dir().join("evidence-test-support");
-    let entry = root.join(format!("{}-{hash}", fixture.name()));
+    let entry = root.join(format!("{name}-{hash}"));
     let blocks = entry.join("blocks");
     if !entry.join("complete").is_file() {
         std::fs::create_dir_all(&root)
@@ -182,8 +256,7 @@ pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportErr
             .tempdir_in(&root)
             .map_err(|e| TestSupportError::io("creating a staging directory", &root, e))?;
         let om = staging.path().join("fixture.om");
-        std::fs::write(&om, fixture.openmetrics().as_bytes())
-            .map_err(|e| TestSupportError::io("writing the fixture", &om, e))?;
+        write(&om)?;
         let output = Command::new(&promtool)
             .args(["tsdb", "create-blocks-from", "openmetrics"])
             .arg(&om)
@@ -193,7 +266,7 @@ pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportErr
             .map_err(|e| TestSupportError::io("running promtool", &promtool, e))?;
         if !output.status.success() {
             return Err(TestSupportError::Backfill {
-                fixture: fixture.name(),
+                fixture: name.to_owned(),
                 output: format!(
                     "{}{}",
                     String::from_utf8_lossy(&output.stdout),
@@ -219,7 +292,7 @@ pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportErr
             }
         }
     }
-    memo.push((fixture, blocks.clone()));
+    memo.push((name.to_owned(), blocks.clone()));
     Ok(blocks)
 }
 

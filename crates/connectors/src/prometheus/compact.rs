@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use evidence_result::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesSummary};
 
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
-use super::summary::{FoldSummary, Labels, ResultFold};
+use super::summary::{FoldSummary, Labels, MAX_TRACKED_SERIES, ResultFold};
 use crate::ConnectorError;
 
 /// How many series compact evidence keeps by default (top-k by peak).
@@ -143,13 +143,22 @@ impl Compaction {
     /// Turns the fold's summary into evidence: sanitizes the common labels once and each
     /// kept series' labels, and gives every kept series the common labels' sanitized
     /// values (so they are stated once).
-    fn evidence(
+    pub(crate) fn evidence(
         &self,
         summary: FoldSummary<'_>,
         warnings: &[Cow<'_, str>],
         sanitizer: &dyn LabelSanitizer,
     ) -> Result<Evidence, ConnectorError> {
-        let warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
+        let mut warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
+        if summary.untracked_peaks > 0 {
+            let covered = summary.peak_spread.map_or(0, |s| s.series);
+            warnings.push(format!(
+                "peak_spread covers the first {covered} series with a finite peak; {} more \
+                 were counted but left out of it (the tool tracks at most {MAX_TRACKED_SERIES} \
+                 peaks per answer)",
+                summary.untracked_peaks
+            ));
+        }
         if summary.series_count == 0 {
             let mut evidence = Evidence::no_data(self.unit.clone(), self.top_k);
             evidence.expr = self.expr.clone();
@@ -282,6 +291,40 @@ mod tests {
                 .compact(response(vec![vec![1.0]]), &failing)
                 .is_err()
         );
+    }
+
+    /// Beyond the tracked peaks the evidence says, in a warning, how many series the
+    /// spread leaves out; the counts and the top still cover every series, and the
+    /// evidence reads back from its JSON (the `compact_v2` format is unchanged).
+    #[test]
+    fn a_spread_over_part_of_the_series_says_so() {
+        let mut fold = ResultFold::with_peak_limit(2, 3);
+        for (i, v) in [4.0, 1.0, 2.0, 9.0, 3.0].into_iter().enumerate() {
+            fold.push(SeriesDigest::of(
+                vec![(Cow::Borrowed("instance"), Cow::Owned(format!("i{i}")))],
+                &[(1000.0, v)],
+            ));
+        }
+        let e = Compaction::new(2)
+            .evidence(
+                fold.finish(),
+                &[Cow::Borrowed("from prometheus")],
+                &KeepLabels,
+            )
+            .unwrap();
+        assert_eq!(e.series_count, 5);
+        assert_eq!(e.top_peak(), Some(9.0));
+        assert_eq!(e.peak_spread.unwrap().series, 3);
+        assert_eq!(e.warnings[0], "from prometheus");
+        assert!(
+            e.warnings[1].starts_with(
+                "peak_spread covers the first 3 series with a finite peak; 2 more were counted but left out of it"
+            ),
+            "{:?}",
+            e.warnings
+        );
+        let back: Evidence = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
     }
 
     fn value() -> impl Strategy<Value = f64> {

@@ -1,3 +1,6 @@
+//! Reading a provider answer under a time limit and a size bound: whole (small
+//! answers, error bodies) with `fetch` and `read_capped`.
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -8,8 +11,11 @@ use reqwest::header::CONTENT_TYPE;
 use crate::ConnectorError;
 use crate::prometheus::Redactor;
 
-/// The default cap on a provider response body: 16 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
+/// The default bound on the bytes read of one provider answer: 1 GiB. A query answer is
+/// streamed and folded as it arrives (`ResponseMapper::fetch_evidence`), so this bounds
+/// the time and bandwidth one answer may take, not memory; what is held at once is
+/// bounded by [`MAX_HELD_BYTES`](super::MAX_HELD_BYTES).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 30;
 /// The default time limit for one provider call: 30 s.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -17,6 +23,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResponseLimits {
     /// The largest body accepted, in bytes. A larger body is an error, never truncated.
+    /// A streamed 2xx query answer is never held whole; a body that is read whole
+    /// ([`fetch`], [`read_capped`], a non-2xx answer of `fetch_evidence`) is held up to
+    /// this size (`fetch_evidence` holds at most [`MAX_HELD_BYTES`](super::MAX_HELD_BYTES)).
     pub max_body_bytes: usize,
     /// The time limit for sending the request and reading the whole body.
     pub timeout: Duration,
@@ -98,14 +107,27 @@ impl RawResponse {
         )
     }
 
+    /// The digest of a body that holds only the start of a longer one (a streamed
+    /// answer's retained first bytes): as [`RawResponse::body_digest`], with a tail that
+    /// could be the start of a secret cut in two redacted too
+    /// ([`Redactor::redact_cut`]).
+    pub fn cut_body_digest(&self, redactor: &Redactor) -> Digest {
+        Digest::sha256(
+            redactor
+                .redact_cut(&String::from_utf8_lossy(&self.body))
+                .as_bytes(),
+        )
+    }
+
     /// True for a 2xx status.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
 }
 
-/// Sends `request` and reads the answer with [`read_capped`], all within
-/// `limits.timeout`.
+/// Sends `request` and reads the whole answer with [`read_capped`], all within
+/// `limits.timeout` (for small answers such as a session bootstrap; a query answer is
+/// streamed by `ResponseMapper::fetch_evidence` instead).
 ///
 /// Errors: [`ConnectorError::Timeout`] when the limit passes (or reqwest's own timeout
 /// fires), [`ConnectorError::Unreachable`] for connection failures (refused, reset, the

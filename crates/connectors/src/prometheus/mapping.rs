@@ -3,15 +3,28 @@
 
 use evidence_result::{Correction, Digest, ErrorCode, Evidence, Failure, FailureClass, Provider};
 
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use reqwest::header::CONTENT_TYPE;
+
 use super::compact::{Compaction, LabelSanitizer};
-use super::fetch::RawResponse;
+use super::fetch::{RawResponse, ResponseLimits, read_capped};
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
 use super::redact::Redactor;
+use super::stream::{MAX_HELD_BYTES, StreamCompactor, Streamed};
 use crate::ConnectorError;
 use crate::codes::{Code, OriginCode, http_class};
 
 /// How much of a body that is not a Prometheus envelope goes into `detail_error`.
 const EXCERPT_BYTES: usize = 4096;
+
+/// How much of a streamed body is kept for a failure's digest and excerpt: 1 MiB. A
+/// failing body up to this size is read to its end and mapped exactly as a buffered one
+/// (same digest, same text); a longer one's digest covers its first this many bytes and
+/// the detail says so.
+pub const RETAINED_BODY_BYTES: usize = 1 << 20;
 
 /// Maps provider answers and connector errors of one package to evidence or to a
 /// [`Failure`] with the provider's status, `errorType`, complete credential-redacted
@@ -30,7 +43,7 @@ const EXCERPT_BYTES: usize = 4096;
 /// | 2xx JSON that is not a `query_range` answer | `provider_unavailable`, with the body digest | `<origin>_invalid_response` |
 /// | time limit passed | `timeout` | `<origin>_timeout` |
 /// | connection refused, reset, killed mid-answer | `provider_unavailable` | `<origin>_unavailable` |
-/// | body over the cap | `query_rejected`: narrow the query | `<origin>_response_too_large` |
+/// | body over `max_body_bytes`, or one series over [`MAX_HELD_BYTES`] | `query_rejected`: narrow the query | `<origin>_response_too_large` |
 ///
 /// `<origin>` is `clinic`, `manus` or `grafana` (as in [`ErrorCode::http`]).
 #[derive(Debug, Clone)]
@@ -84,21 +97,188 @@ impl ResponseMapper {
         }
     }
 
-    /// Evidence from an answer, or the failure it means.
+    /// Sends `request` and streams its answer into evidence: a 2xx body is parsed as
+    /// it arrives and folded (never held whole, see `stream.rs`); any other status is
+    /// read whole (at most [`MAX_HELD_BYTES`]) and mapped by [`Self::evidence`]. All
+    /// within `limits.timeout`; a body longer than `limits.max_body_bytes` is refused.
+    ///
+    /// Failures are those of [`Self::evidence`] and [`Self::failure`]: `timeout`,
+    /// `unavailable` (refused, reset, killed mid-answer), `response_too_large`,
+    /// `non_json_body` and `invalid_response` (a body that is truncated, ends early, is
+    /// a provider error envelope or holds a value that is not a sample).
+    pub async fn fetch_evidence<S: LabelSanitizer + Sync + ?Sized>(
+        &self,
+        request: reqwest::RequestBuilder,
+        limits: &ResponseLimits,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Evidence, Failure> {
+        let call = async {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| self.failure(&ConnectorError::from_reqwest(e)))?;
+            self.response_evidence(response, limits.max_body_bytes, compaction, sanitizer)
+                .await
+        };
+        match tokio::time::timeout(limits.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(self.failure(&ConnectorError::Timeout(format!(
+                "no complete answer within {} ms",
+                limits.timeout.as_millis()
+            )))),
+        }
+    }
+
+    /// Evidence from a response whose body is still to be read (see
+    /// [`Self::fetch_evidence`], which adds the time limit).
+    pub async fn response_evidence<S: LabelSanitizer + Sync + ?Sized>(
+        &self,
+        response: reqwest::Response,
+        max_body_bytes: usize,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Evidence, Failure> {
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let raw = read_capped(response, max_body_bytes.min(MAX_HELD_BYTES))
+                .await
+                .map_err(|e| self.failure(&e))?;
+            return self.typed_evidence(&raw, compaction, sanitizer);
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let too_large = ConnectorError::BodyTooLarge {
+            limit: max_body_bytes,
+        };
+        if response
+            .content_length()
+            .is_some_and(|len| len > max_body_bytes as u64)
+        {
+            return Err(self.failure(&too_large));
+        }
+        let mut parser = StreamCompactor::new(compaction.top_k);
+        let mut retained: Vec<u8> = Vec::new();
+        let mut total = 0usize;
+        let mut failed = None;
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk: Bytes = chunk.map_err(|e| self.failure(&ConnectorError::from_reqwest(e)))?;
+            total = total.saturating_add(chunk.len());
+            if total > max_body_bytes {
+                return Err(self.failure(&too_large));
+            }
+            let room = RETAINED_BODY_BYTES.saturating_sub(retained.len());
+            retained.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if failed.is_none()
+                && let Err(e) = parser.feed(&chunk)
+            {
+                if matches!(e, ConnectorError::PartTooLarge { .. }) {
+                    return Err(self.failure(&e));
+                }
+                failed = Some(e);
+            }
+            // After a failure the body is only read on while it may still fit in what
+            // is retained, so that a short failing body maps as a buffered one.
+            if failed.is_some() && total > RETAINED_BODY_BYTES {
+                break;
+            }
+        }
+        let complete = failed.is_none() || total <= RETAINED_BODY_BYTES;
+        let outcome = match failed {
+            Some(e) => Err(e),
+            None => parser.finish(),
+        };
+        let raw = RawResponse::new(status, content_type, retained);
+        match outcome {
+            Ok(streamed) if streamed.status == ResponseStatus::Success => {
+                self.streamed_evidence(streamed, compaction, sanitizer)
+            }
+            // A short failing body: exactly the buffered mapping (digest, text).
+            _ if complete && total <= RETAINED_BODY_BYTES => {
+                self.typed_evidence(&raw, compaction, sanitizer)
+            }
+            Ok(streamed) => {
+                let text = streamed
+                    .error
+                    .as_deref()
+                    .map_or_else(|| self.excerpt(&raw), |e| self.redactor.redact(e));
+                Err(self.http_failure(
+                    raw.status,
+                    streamed.error_type.as_deref(),
+                    text,
+                    raw.cut_body_digest(&self.redactor),
+                ))
+            }
+            Err(e) => Err(self.body_failure(&raw, &e, Some(total))),
+        }
+    }
+
+    /// Evidence from a complete answer, or the failure it means. A 2xx body is read by
+    /// the streaming parser in one piece (the same fold as [`Self::fetch_evidence`]);
+    /// any failure is mapped by the typed parser, whose words it keeps.
     #[expect(
         clippy::result_large_err,
         reason = "the failure is a result value moved once into Details, not a hot error path"
     )]
-    pub fn evidence(
+    pub fn evidence<S: LabelSanitizer + ?Sized>(
         &self,
         raw: &RawResponse,
         compaction: &Compaction,
-        sanitizer: &dyn LabelSanitizer,
+        sanitizer: &S,
+    ) -> Result<Evidence, Failure> {
+        if raw.is_success()
+            && let Ok(streamed) = StreamCompactor::new(compaction.top_k).complete(&raw.body)
+            && streamed.status == ResponseStatus::Success
+        {
+            return self.streamed_evidence(streamed, compaction, sanitizer);
+        }
+        self.typed_evidence(raw, compaction, sanitizer)
+    }
+
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    fn streamed_evidence<S: LabelSanitizer + ?Sized>(
+        &self,
+        streamed: Streamed,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Evidence, Failure> {
+        let warnings: Vec<Cow<'_, str>> = streamed.warnings;
+        match compaction.evidence(streamed.summary, &warnings, &Dyn(sanitizer)) {
+            Ok(mut evidence) => {
+                for w in &mut evidence.warnings {
+                    *w = self.redactor.redact(w);
+                }
+                Ok(evidence)
+            }
+            Err(e) => Err(self.failure(&e)),
+        }
+    }
+
+    /// Evidence from a complete answer by the typed parser of the whole body: the path
+    /// before streaming, kept as the reference the streaming parser is tested and
+    /// benchmarked against.
+    #[doc(hidden)]
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    pub fn typed_evidence<S: LabelSanitizer + ?Sized>(
+        &self,
+        raw: &RawResponse,
+        compaction: &Compaction,
+        sanitizer: &S,
     ) -> Result<Evidence, Failure> {
         // The digest is only needed for failures; a large success does not pay for it.
         match parse_with::<SeriesDigest<'_>>(&raw.body) {
             Ok(parsed) if raw.is_success() && parsed.status == ResponseStatus::Success => {
-                match compaction.compact_parsed(parsed, sanitizer) {
+                match compaction.compact_parsed(parsed, &Dyn(sanitizer)) {
                     Ok(mut evidence) => {
                         for w in &mut evidence.warnings {
                             *w = self.redactor.redact(w);
@@ -120,30 +300,7 @@ impl ResponseMapper {
                     raw.body_digest(&self.redactor),
                 ))
             }
-            Err(e) if raw.is_success() => {
-                let digest = raw.body_digest(&self.redactor);
-                let (code, what) = match e {
-                    ConnectorError::NotJson(_) => {
-                        (OriginCode::NonJsonBody, "a body that is not JSON")
-                    }
-                    _ => (
-                        OriginCode::InvalidResponse,
-                        "a body that is not a Prometheus query_range answer",
-                    ),
-                };
-                let detail = format!(
-                    "the provider answered HTTP {} with {what} ({}, {} bytes, {digest}): {}; body: {}",
-                    raw.status,
-                    raw.content_type.as_deref().unwrap_or("no content type"),
-                    raw.body.len(),
-                    self.redactor.redact(&e.to_string()),
-                    self.excerpt(raw),
-                );
-                Err(Failure::new(code.code(self.provider), code.class(), detail)
-                    .with_http_status(raw.status)
-                    .with_body_digest(digest)
-                    .with_correction(self.correction(code.class(), None)))
-            }
+            Err(e) if raw.is_success() => Err(self.body_failure(raw, &e, None)),
             Err(_) => Err(self.http_failure(
                 raw.status,
                 None,
@@ -153,13 +310,52 @@ impl ResponseMapper {
         }
     }
 
+    /// The failure of a 2xx body that is not a `query_range` answer. `streamed` is the
+    /// length read of a streamed body of which `raw` holds only the first
+    /// [`RETAINED_BODY_BYTES`]; `None` when `raw` is the whole body.
+    fn body_failure(
+        &self,
+        raw: &RawResponse,
+        e: &ConnectorError,
+        streamed: Option<usize>,
+    ) -> Failure {
+        let digest = match streamed {
+            Some(read) if read > raw.body.len() => raw.cut_body_digest(&self.redactor),
+            _ => raw.body_digest(&self.redactor),
+        };
+        let (code, what) = match e {
+            ConnectorError::NotJson(_) => (OriginCode::NonJsonBody, "a body that is not JSON"),
+            _ => (
+                OriginCode::InvalidResponse,
+                "a body that is not a Prometheus query_range answer",
+            ),
+        };
+        let size = match streamed {
+            Some(read) if read > raw.body.len() => {
+                format!("{read} bytes read, digest of the first {}", raw.body.len())
+            }
+            _ => format!("{} bytes", raw.body.len()),
+        };
+        let detail = format!(
+            "the provider answered HTTP {} with {what} ({}, {size}, {digest}): {}; body: {}",
+            raw.status,
+            raw.content_type.as_deref().unwrap_or("no content type"),
+            self.redactor.redact(&e.to_string()),
+            self.excerpt(raw),
+        );
+        Failure::new(code.code(self.provider), code.class(), detail)
+            .with_http_status(raw.status)
+            .with_body_digest(digest)
+            .with_correction(self.correction(code.class(), None))
+    }
+
     /// The failure for a connector error (transport, cap, sanitizing, request).
     pub fn failure(&self, error: &ConnectorError) -> Failure {
         let detail = self.redactor.redact(&error.to_string());
         let (code, hint) = match error {
             ConnectorError::Timeout(_) => (OriginCode::Timeout, None),
             ConnectorError::Unreachable(_) => (OriginCode::Unavailable, None),
-            ConnectorError::BodyTooLarge { .. } => (
+            ConnectorError::BodyTooLarge { .. } | ConnectorError::PartTooLarge { .. } => (
                 OriginCode::ResponseTooLarge,
                 Some(
                     "The answer was too large and was not used: narrow the query (aggregate \
@@ -232,11 +428,27 @@ impl ResponseMapper {
     /// The start of a body that is not a Prometheus envelope, as text, redacted.
     fn excerpt(&self, raw: &RawResponse) -> String {
         let end = raw.body.len().min(EXCERPT_BYTES);
-        let mut text = String::from_utf8_lossy(&raw.body[..end]).into_owned();
+        let text = String::from_utf8_lossy(&raw.body[..end]);
         if raw.body.len() > end {
+            // Cut through the body: a secret cut in two is redacted too.
+            let mut text = self.redactor.redact_cut(text.trim_start());
             text.push_str(&format!(" [... {} more bytes]", raw.body.len() - end));
+            text
+        } else {
+            self.redactor.redact(text.trim())
         }
-        self.redactor.redact(text.trim())
+    }
+}
+
+/// A sanitizer of any size seen through the `dyn` interface compaction takes.
+struct Dyn<'s, S: ?Sized>(&'s S);
+
+impl<S: LabelSanitizer + ?Sized> LabelSanitizer for Dyn<'_, S> {
+    fn sanitize(
+        &self,
+        labels: &mut std::collections::BTreeMap<String, String>,
+    ) -> Result<(), ConnectorError> {
+        self.0.sanitize(labels)
     }
 }
 
@@ -302,6 +514,32 @@ mod tests {
             prop_assert_eq!(
                 digest,
                 Digest::sha256(body.replace(secret, crate::prometheus::REDACTED).as_bytes())
+            );
+        }
+    }
+
+    proptest! {
+        /// Where the excerpt of a long body (the first 4096 bytes in `detail_error`)
+        /// cuts through a bound secret, the part of the secret before the cut is
+        /// redacted too: no half of a secret reaches the model.
+        #[test]
+        fn an_excerpt_never_ends_in_part_of_a_secret(
+            secret in "[A-Za-z0-9]{12,32}",
+            inside in 1usize..32,
+            status in prop_oneof![Just(200u16), Just(502)],
+        ) {
+            let inside = inside.min(secret.len() - 1);
+            let m = ResponseMapper::new(Provider::Clinic, Redactor::new([SecretString::from(secret.clone())]));
+            let before = EXCERPT_BYTES - inside;
+            let body = format!("<html>{}{secret} and more</html>{}", ".".repeat(before - 6), "-".repeat(100));
+            let f = m
+                .evidence(&RawResponse::new(status, None, body), &Compaction::default(), &KeepLabels)
+                .unwrap_err();
+            let half = &secret[..secret.len().div_ceil(2).min(inside)];
+            prop_assert!(
+                !f.detail_error.contains(&format!(".{half}")),
+                "part of the secret in {}",
+                &f.detail_error[f.detail_error.len().saturating_sub(200)..]
             );
         }
     }

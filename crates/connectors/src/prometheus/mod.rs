@@ -1,5 +1,5 @@
 //! Shared Prometheus handling for the three connectors: `query_range` requests, capped
-//! streamed reads, typed parsing, compaction, credential redaction and error mapping.
+//! streamed reads, streaming and typed parsing, compaction, credential redaction and error mapping.
 
 mod compact;
 mod fetch;
@@ -7,6 +7,7 @@ mod mapping;
 mod parse;
 mod redact;
 mod request;
+mod stream;
 mod summary;
 
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
@@ -14,7 +15,9 @@ pub use fetch::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,
     ResponseLimits, fetch, read_capped,
 };
-pub use mapping::ResponseMapper;
+pub use mapping::{RETAINED_BODY_BYTES, ResponseMapper};
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};
 pub use redact::{REDACTED, Redactor};
 pub use request::{FORM_CONTENT_TYPE, QueryRange};
+pub use stream::MAX_HELD_BYTES;
+pub use summary::MAX_TRACKED_SERIES;

@@ -114,15 +114,7 @@ pub(crate) struct Parsed<'a, S> {
 pub(crate) fn parse_with<'a, S: FromSeries<'a>>(
     body: &'a [u8],
 ) -> Result<Parsed<'a, S>, ConnectorError> {
-    let envelope: Envelope<'a, S> = serde_json::from_slice(body).map_err(|e| {
-        use serde_json::error::Category;
-        match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => {
-                ConnectorError::NotJson(e.to_string())
-            }
-            Category::Data => ConnectorError::InvalidResponse(e.to_string()),
-        }
-    })?;
+    let envelope: Envelope<'a, S> = serde_json::from_slice(body).map_err(classify)?;
     let status = match &*envelope.status.0 {
         "success" => ResponseStatus::Success,
         "error" => ResponseStatus::Error,
@@ -156,6 +148,25 @@ pub(crate) fn parse_with<'a, S: FromSeries<'a>>(
         error: envelope.error.map(|s| s.0),
         warnings: envelope.warnings.into_iter().map(|s| s.0).collect(),
     })
+}
+
+/// The error the typed envelope parser finds in the start of a body before it runs out
+/// of input, if any: what is wrong before the end of `start`.
+pub(crate) fn error_before_end(start: &[u8]) -> Option<ConnectorError> {
+    match serde_json::from_slice::<Envelope<'_, SeriesDigest<'_>>>(start) {
+        Err(e) if !e.is_eof() => Some(classify(e)),
+        _ => None,
+    }
+}
+
+/// A JSON error as a connector error: not JSON at all (syntax, end of input) or JSON
+/// that is not a `query_range` answer.
+pub(crate) fn classify(e: serde_json::Error) -> ConnectorError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ConnectorError::NotJson(e.to_string()),
+        Category::Data => ConnectorError::InvalidResponse(e.to_string()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -215,6 +226,76 @@ impl<'de: 'a, 'a, S: FromSeries<'a>> Deserialize<'de> for RawSeries<'a, S> {
             }
         }
         deserializer.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// One element of `result` read on its own by the streaming parser (`stream.rs`): its
+/// points are folded as they are read, never collected. Reads exactly what
+/// [`RawSeries`] reads (a later `metric` or `values` key replaces an earlier one; other
+/// keys are skipped), so both paths fold the same points in the same order.
+pub(crate) struct StreamedSeries<'a>(pub(crate) SeriesDigest<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for StreamedSeries<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = StreamedSeries<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a series with metric and values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut labels = Vec::new();
+                let mut fold = SeriesFold::default();
+                while let Some(key) = map.next_key::<CowStr<'de>>()? {
+                    match &*key.0 {
+                        "metric" => labels = map.next_value::<Labels<'a>>()?.0,
+                        "values" => fold = map.next_value::<FoldedPoints>()?.0,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(StreamedSeries(SeriesDigest { labels, fold }))
+            }
+        }
+        deserializer.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The `values` array folded point by point into a [`SeriesFold`].
+struct FoldedPoints(SeriesFold);
+
+impl<'de> Deserialize<'de> for FoldedPoints {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SeriesFold;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of [time, \"value\"] pairs")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut fold = SeriesFold::default();
+                while let Some(Point(t, v)) = seq.next_element::<Point>()? {
+                    fold.push(t, v);
+                }
+                Ok(fold)
+            }
+        }
+        deserializer.deserialize_seq(V).map(FoldedPoints)
+    }
+}
+
+impl SeriesDigest<'_> {
+    /// The same digest owning its labels.
+    pub(crate) fn into_owned(self) -> SeriesDigest<'static> {
+        SeriesDigest {
+            labels: self
+                .labels
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned())))
+                .collect(),
+            fold: self.fold,
+        }
     }
 }
 

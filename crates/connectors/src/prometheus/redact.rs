@@ -45,6 +45,15 @@ static BEARER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]{16,}=*").expect("valid bearer pattern")
 });
 
+/// A `Bearer` credential cut by the end of a text (too short for [`BEARER`]).
+#[expect(
+    clippy::expect_used,
+    reason = "constant pattern, exercised by the unit tests"
+)]
+static BEARER_TAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]*=*\z").expect("valid bearer tail pattern")
+});
+
 /// Removes credentials from provider text before it becomes `detail_error`.
 ///
 /// It replaces, with [`REDACTED`]:
@@ -121,6 +130,30 @@ impl Redactor {
         out.into_owned()
     }
 
+    /// Redacts a text that was cut at its end from a longer one (an excerpt, the
+    /// retained start of a long body): as [`Redactor::redact`], and a tail that could be
+    /// the start of a bound secret (in any of its forms) or of a `Bearer` credential is
+    /// replaced with [`REDACTED`] as well, so no part of a secret cut in two remains.
+    pub fn redact_cut(&self, text: &str) -> String {
+        let mut out = self.redact(text);
+        let mut tail = 0;
+        for v in self.variants().iter() {
+            for (k, _) in v.char_indices().skip(1) {
+                if k > tail && out.ends_with(&v[..k]) {
+                    tail = k;
+                }
+            }
+        }
+        if let Some(m) = BEARER_TAIL.find(&out) {
+            tail = tail.max(out.len() - m.start());
+        }
+        if tail > 0 {
+            out.truncate(out.len() - tail);
+            out.push_str(REDACTED);
+        }
+        out
+    }
+
     /// Every form of every secret to look for, longest first, without duplicates.
     fn variants(&self) -> Vec<Zeroizing<String>> {
         let mut out: Vec<Zeroizing<String>> = Vec::new();
@@ -182,6 +215,36 @@ mod tests {
 
     fn redactor(secret: &str) -> Redactor {
         Redactor::new([SecretString::from(secret.to_owned())])
+    }
+
+    proptest! {
+        /// A text cut through a bound secret, in any of its forms, or through a
+        /// `Bearer` credential keeps no part of it at its end.
+        #[test]
+        fn a_cut_text_ends_in_no_part_of_a_secret(
+            before in "[a-z ]{0,20}",
+            secret in "[A-Za-z0-9/+=&]{12,24}",
+            form in 0usize..5,
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let r = redactor(&secret);
+            let forms = r.variants();
+            let full = forms[form % forms.len()].as_str().to_owned();
+            let k = 1 + cut.index(full.len() - 1);
+            let out = r.redact_cut(&format!("{before}{}", &full[..k]));
+            for f in forms.iter() {
+                for j in 1..f.len() {
+                    if f.is_char_boundary(j) {
+                        prop_assert!(!out.ends_with(&f[..j]), "{out:?} ends in part of {f:?}");
+                    }
+                }
+            }
+            prop_assert!(out.starts_with(before.as_str()));
+            let bearer = r.redact_cut(&format!("{before} Authorisation was Bearer {}", &secret[..k.min(10)]));
+            prop_assert!(bearer.ends_with(REDACTED), "{bearer}");
+            // A text that was not cut through anything stays as redact() makes it.
+            prop_assert_eq!(r.redact_cut(&format!("{before}{full}.")), r.redact(&format!("{before}{full}.")));
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! reduced to a [`SeriesDigest`]) and the fold keeps only what compact evidence states
 //! about all of them — counts, non-finite points, every series' exact peak for the peak
 //! spread, the labels common to every series — and the top k by peak. A streaming parser
-//! can push series as it reads them; memory is bounded by the series count (one peak
-//! each) and about 2k retained digests, never by the points.
+//! can push series as it reads them; memory is bounded by [`MAX_TRACKED_SERIES`] peaks
+//! (8 bytes each) and about 2k retained digests, never by the points.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -11,6 +11,16 @@ use std::cmp::Ordering;
 use evidence_result::{NonFiniteCounts, PeakSpread};
 
 use super::parse::SeriesDigest;
+
+/// How many series' peaks one answer's peak spread is computed over (8 MB of peaks).
+///
+/// Counts (series, points, non-finite points), the top k and the common labels cover
+/// every series whatever their number; the exact peak spread needs every peak, so it
+/// covers the first this many series with a finite peak, and the evidence then says
+/// in a warning how many were left out of it. A body the former 16 MiB cap accepted
+/// holds fewer series than this (each takes at least 26 bytes), so for those the spread
+/// always covers every series.
+pub const MAX_TRACKED_SERIES: usize = 1_000_000;
 
 /// Label pairs as parsed, borrowing from the body where possible.
 pub(crate) type Labels<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
@@ -23,6 +33,8 @@ pub(crate) struct ResultFold<'a> {
     point_count: u64,
     non_finite: NonFiniteCounts,
     peaks: Vec<f64>,
+    untracked_peaks: u64,
+    peak_limit: usize,
     common: Option<Labels<'a>>,
     top: Vec<(usize, SeriesDigest<'a>)>,
 }
@@ -34,6 +46,9 @@ pub(crate) struct FoldSummary<'a> {
     pub(crate) point_count: u64,
     pub(crate) non_finite: NonFiniteCounts,
     pub(crate) peak_spread: Option<PeakSpread>,
+    /// Series with a finite peak left out of the peak spread (beyond
+    /// [`MAX_TRACKED_SERIES`]).
+    pub(crate) untracked_peaks: u64,
     /// Labels with the same value in every series (empty when there is no series).
     pub(crate) common: Labels<'a>,
     /// The top-k series, highest exact peak first (ties: provider order; series
@@ -44,12 +59,19 @@ pub(crate) struct FoldSummary<'a> {
 impl<'a> ResultFold<'a> {
     /// A fold that keeps the `top_k` highest peaks.
     pub(crate) fn new(top_k: u32) -> Self {
+        Self::with_peak_limit(top_k, MAX_TRACKED_SERIES)
+    }
+
+    /// A fold whose peak spread covers at most `peak_limit` series.
+    pub(crate) fn with_peak_limit(top_k: u32, peak_limit: usize) -> Self {
         ResultFold {
             top_k: usize::try_from(top_k).unwrap_or(usize::MAX),
             series_count: 0,
             point_count: 0,
             non_finite: NonFiniteCounts::default(),
             peaks: Vec::new(),
+            untracked_peaks: 0,
+            peak_limit,
             common: None,
             top: Vec::new(),
         }
@@ -65,7 +87,11 @@ impl<'a> ResultFold<'a> {
             self.non_finite.series += 1;
         }
         if let Some(peak) = series.fold.peak() {
-            self.peaks.push(peak);
+            if self.peaks.len() < self.peak_limit {
+                self.peaks.push(peak);
+            } else {
+                self.untracked_peaks += 1;
+            }
         }
         match &mut self.common {
             None => self.common = Some(series.labels.clone()),
@@ -97,6 +123,7 @@ impl<'a> ResultFold<'a> {
             point_count: self.point_count,
             non_finite: self.non_finite,
             peak_spread: PeakSpread::from_peaks(self.peaks),
+            untracked_peaks: self.untracked_peaks,
             common: self.common.unwrap_or_default(),
             top: self.top.into_iter().map(|(_, s)| s).collect(),
         }
@@ -160,6 +187,24 @@ mod tests {
         );
         assert_eq!(s.top.len(), 1);
         assert_eq!(s.top[0].labels[1].1, "a");
+    }
+
+    #[test]
+    fn the_peak_spread_is_bounded_and_says_what_it_left_out() {
+        let mut fold = ResultFold::with_peak_limit(2, 3);
+        for (i, v) in [5.0, 1.0, 7.0, 9.0, f64::NAN, 2.0].iter().enumerate() {
+            fold.push(digest(["a", "b", "c", "d", "e", "f"][i], &[*v]));
+        }
+        let s = fold.finish();
+        assert_eq!(s.series_count, 6);
+        let spread = s.peak_spread.unwrap();
+        assert_eq!((spread.series, spread.max.get()), (3, 7.0));
+        assert_eq!(
+            s.untracked_peaks, 2,
+            "9.0 and 2.0 are counted, not in the spread"
+        );
+        // The top k still covers every series.
+        assert_eq!(s.top[0].fold.peak(), Some(9.0));
     }
 
     #[test]

@@ -274,7 +274,7 @@ async fn drive(
         "POST",
         Some(range.form_body()),
         Some(FORM_CONTENT_TYPE),
-        config.limits.max_body_bytes,
+        config.limits.max_body_bytes.min(PAGE_MAX_BODY_BYTES),
         config.limits.timeout,
     )
     .await

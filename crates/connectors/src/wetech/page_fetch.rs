@@ -19,6 +19,14 @@ use crate::prometheus::{Compaction, KeepLabels, RawResponse, ResponseMapper};
 /// Extra time the WebDriver script limit gives a page fetch beyond its own limit.
 pub(super) const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
+/// The most a page fetch of a query answer reads: 16 MiB. The page cannot hand a body to
+/// the connector as a stream: the whole body crosses WebDriver as one script answer (a
+/// JSON string), so it is held in the page and, several times over, in the connector
+/// while it is decoded (see the crate README for what a body at this bound costs in
+/// Chromium). The answer is then folded by the same streaming compaction as Clinic's and
+/// Manus'.
+pub(crate) const PAGE_MAX_BODY_BYTES: usize = 16 << 20;
+
 /// What a page fetch brought back.
 #[derive(Debug)]
 pub(super) enum Fetched {
