@@ -17,9 +17,8 @@ use std::error::Error;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use evidence_test_support as support;
-use managed_evidence::policy::{KeyId, KeyRing, PolicySigner, TrustedPolicy};
+use managed_evidence::policy::{KeyId, PolicySigner, TrustedPolicy};
 use managed_evidence::tool::build_deployable;
 use rand::RngCore as _;
 use secrecy::SecretString;
@@ -67,14 +66,8 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let package = build_deployable(&source, &binary, &package_dir)?;
     let digest = package.digest();
     let tool = package_dir.join(&package.manifest().entrypoint);
-    let mut key = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut key);
-    let keys = format!(
-        "{KID}:{}",
-        base64::engine::general_purpose::STANDARD.encode(key)
-    );
-    let ring = KeyRing::parse_secret(&SecretString::from(keys.clone()))?;
-    let signer = PolicySigner::from_key_ring(&ring, &KeyId::new(KID)?)?;
+    let signer = PolicySigner::generate(KeyId::new(KID)?)?;
+    let keys = signer.key_ring_entry();
 
     let query = support::TIKV_THREAD_CPU_RATE;
     let policy: TrustedPolicy = serde_json::from_value(policy(&query)?)?;

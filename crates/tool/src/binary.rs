@@ -15,10 +15,11 @@ pub const MCP_FLAG: &str = "--mcp";
 /// Runs the binary of `tool` with the process's command-line arguments: none for the
 /// entrypoint, [`MCP_FLAG`] for the MCP server. Anything else is a usage error (exit 2).
 pub fn run_tool_binary(tool: Tool) -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `args_os`: an argument that is not Unicode is a usage error, never a panic.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match args.as_slice() {
         [] => run_entrypoint(tool),
-        [flag] if flag == MCP_FLAG => serve_mcp(tool),
+        [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp(tool),
         _ => {
             eprintln!(
                 "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       {name} {MCP_FLAG}      (MCP server over stdio)",
