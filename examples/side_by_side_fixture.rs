@@ -46,7 +46,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let prometheus = support::Prometheus::start(support::Fixture::Main).await?;
     let mut token_bytes = [0u8; 16];
     rand::rngs::OsRng.fill_bytes(&mut token_bytes);
-    let token = hex(&token_bytes);
+    let token = hex::encode(token_bytes);
     let front =
         support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
 
@@ -131,29 +131,8 @@ fn policy(
 /// address of the test front.
 fn local_clinic_source(dir: &Path) -> Result<PathBuf, Box<dyn Error>> {
     let src = Path::new(ROOT).join("packages/managed_auto_oncall_clinic/v3");
-    let dst = dir.join("managed_auto_oncall_clinic-src");
-    copy_tree(&src, &dst)?;
-    let manifest_path = dst.join("manifest.json");
-    let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&manifest_path)?)?;
-    manifest["network"] = json!({"mode": "restricted", "hosts": ["127.0.0.1"]});
-    std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
-    Ok(dst)
-}
-
-fn copy_tree(src: &Path, dst: &Path) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let to = dst.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &to)?;
-        } else {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
-    Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(support::loopback_package_source(
+        &src,
+        &dir.join("managed_auto_oncall_clinic-src"),
+    )?)
 }

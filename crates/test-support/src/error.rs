@@ -46,6 +46,9 @@ pub enum TestSupportError {
     /// A background task failed.
     #[error("background task failed: {0}")]
     Task(String),
+    /// A package source could not be copied for local use.
+    #[error("package source: {0}")]
+    PackageSource(String),
 }
 
 impl TestSupportError {

@@ -8,6 +8,7 @@ mod front;
 mod grafana;
 mod large;
 mod manus;
+mod package_source;
 mod process;
 mod prometheus;
 mod recording;
@@ -39,6 +40,7 @@ pub use large::{
     TIKV_THREADS_START, TikvThreads,
 };
 pub use manus::{ManusFront, ManusTarget, ManusTargets};
+pub use package_source::loopback_package_source;
 pub use prometheus::{LargePrometheus, Prometheus};
 pub use recording::{
     QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use tempfile::TempDir;
 
+use crate::package_source::copy_tree;
 use crate::process::{
     PROMETHEUS_INSTALL, Readiness, Spawned, find_program, free_loopback_port, log_files,
     start_on_free_port,
@@ -294,26 +295,4 @@ fn cached_blocks(
     }
     memo.push((name.to_owned(), blocks.clone()));
     Ok(blocks)
-}
-
-/// Copies a directory tree (the fixture blocks) into a new directory.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), TestSupportError> {
-    std::fs::create_dir_all(to).map_err(|e| TestSupportError::io("creating a directory", to, e))?;
-    let entries =
-        std::fs::read_dir(from).map_err(|e| TestSupportError::io("reading the blocks", from, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| TestSupportError::io("reading the blocks", from, e))?;
-        let source = entry.path();
-        let target = to.join(entry.file_name());
-        let kind = entry
-            .file_type()
-            .map_err(|e| TestSupportError::io("reading the blocks", &source, e))?;
-        if kind.is_dir() {
-            copy_tree(&source, &target)?;
-        } else {
-            std::fs::copy(&source, &target)
-                .map_err(|e| TestSupportError::io("copying a block file", &source, e))?;
-        }
-    }
-    Ok(())
 }

@@ -52,19 +52,11 @@ pub fn source_dir(identity: &str, revision: &str) -> PathBuf {
 /// loopback (the digest covers the allowlist, so this is a package of its own), written
 /// to `dir/<identity>-<revision>-src`.
 pub fn local_source(dir: &Path, identity: &str, revision: &str) -> PathBuf {
-    let src = source_dir(identity, revision);
-    let dst = dir.join(format!("{identity}-{revision}-src"));
-    std::fs::create_dir_all(&dst).unwrap();
-    std::fs::copy(src.join("README.md"), dst.join("README.md")).unwrap();
-    let mut manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("manifest.json")).unwrap()).unwrap();
-    manifest["network"] = json!({"mode": "restricted", "hosts": ["127.0.0.1"]});
-    std::fs::write(
-        dst.join("manifest.json"),
-        serde_json::to_string_pretty(&manifest).unwrap(),
+    test_support::loopback_package_source(
+        &source_dir(identity, revision),
+        &dir.join(format!("{identity}-{revision}-src")),
     )
-    .unwrap();
-    dst
+    .unwrap()
 }
 
 /// A deployable folder of a package revision, made by `package-tool` from the loopback
