@@ -46,7 +46,8 @@ pub struct ErrorInfo {
     /// Prometheus `errorType` (`bad_data`, `execution`, `timeout`, ...), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prometheus_error_type: Option<String>,
-    /// SHA-256 of the raw provider body, when there was one.
+    /// SHA-256 of the provider body with bound credentials redacted (never of text the
+    /// model may not see), when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_digest: Option<Digest>,
 }
