@@ -428,8 +428,8 @@ fn registered_mcp_servers_are_loaded_and_only_the_evidence_agent_may_use_their_t
             .unwrap()
             .arg("--mcp")
             .env(
-                "EVIDENCE_RUNTIME_CONTEXT",
-                format!("/run/{package}/context.json"),
+                "EVIDENCE_TRUSTED_CONTEXT",
+                format!("/run/{package}/envelope.json"),
             )
         })
         .collect();
@@ -454,8 +454,8 @@ fn registered_mcp_servers_are_loaded_and_only_the_evidence_agent_may_use_their_t
             serde_json::json!([format!("/opt/managed/{package}_tool"), "--mcp"])
         );
         assert_eq!(
-            server["environment"]["EVIDENCE_RUNTIME_CONTEXT"],
-            format!("/run/{package}/context.json")
+            server["environment"]["EVIDENCE_TRUSTED_CONTEXT"],
+            format!("/run/{package}/envelope.json")
         );
         assert_eq!(server["enabled"], true);
     }

@@ -3,7 +3,10 @@
 //! the package's own MCP server over stdio. Either way the same binary, the one the
 //! package digest covers, and the same sandbox call.
 
+use std::future::Future;
 use std::process::ExitCode;
+
+use crate::ToolError;
 
 use crate::entry::run_entrypoint;
 use crate::mcp::serve_mcp;
@@ -26,6 +29,33 @@ pub fn run_tool_binary(tool: Tool) -> ExitCode {
                 name = tool.binary_name()
             );
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `work` to its end on a new multi-thread runtime and gives the exit status:
+/// success when it finished, failure (after printing `{prefix}: {error}` on stderr)
+/// when the runtime could not start or `work` failed.
+pub(crate) fn block_on_to_exit(
+    name: &str,
+    prefix: &str,
+    work: impl Future<Output = Result<(), ToolError>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{prefix}: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use secrecy::SecretString;
 
 use crate::ToolError;
+use crate::binary::block_on_to_exit;
 use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV, TRUSTED_CONTEXT_ENV, get};
 use crate::deploy::own_package;
@@ -27,23 +28,7 @@ use crate::tools::{self, Tool};
 /// whenever a result was written.
 pub fn run_entrypoint(tool: Tool) -> ExitCode {
     let name = tool.binary_name();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("{name}: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(entry(tool)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{name}: no result produced: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    block_on_to_exit(name, &format!("{name}: no result produced"), entry(tool))
 }
 
 fn origin(tool: Tool) -> Origin {

@@ -17,6 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use tokio::sync::Semaphore;
 
 use crate::ToolError;
+use crate::binary::block_on_to_exit;
 use crate::entry::{answer, locate};
 use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
@@ -42,23 +43,7 @@ pub fn serve_mcp(tool: Tool) -> ExitCode {
         eprintln!("{name} --mcp: {e}");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("{name}: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(tool)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{name} --mcp: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    block_on_to_exit(name, &format!("{name} --mcp"), serve(tool))
 }
 
 async fn serve(tool: Tool) -> Result<(), ToolError> {
