@@ -87,7 +87,18 @@ pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>,
     let state: StorageState =
         serde_json::from_str(json).map_err(|e| PackageError::InvalidStorageState {
             name: name.to_owned(),
-            reason: e.to_string(),
+            // serde's message may quote the input (a secret): its kind and position only.
+            reason: format!(
+                "{} at line {}, column {}",
+                match e.classify() {
+                    serde_json::error::Category::Io => "unreadable",
+                    serde_json::error::Category::Syntax => "not JSON",
+                    serde_json::error::Category::Data => "not the storageState shape",
+                    serde_json::error::Category::Eof => "JSON ends early",
+                },
+                e.line(),
+                e.column()
+            ),
         })?;
     let mut out = Vec::new();
     for cookie in &state.cookies {
@@ -322,5 +333,27 @@ mod tests {
     fn refuses_non_storage_state() {
         assert!(derive_values("s", "not json").is_err());
         assert!(derive_values("s", r#"{"cookies": [{"name": "a"}]}"#).is_err());
+    }
+
+    #[test]
+    fn a_refusal_never_quotes_the_state() {
+        let inner = r#"{"cookies":[{"name":"grafana_session","value":"SECRETSESSION123"}]}"#;
+        let cases = [
+            // Double-encoded: the whole state as one JSON string.
+            serde_json::to_string(inner).unwrap(),
+            // A value of the wrong type, and a flag given as text.
+            r#"{"cookies":[{"name":"grafana_session","value":["SECRETSESSION123"]}]}"#.to_owned(),
+            r#"{"cookies":[{"name":"x","value":"v","httpOnly":"SECRETSESSION123"}]}"#.to_owned(),
+            r#"{"cookies":[],"origins":[{"origin":"SECRETSESSION123","localStorage":7}]}"#
+                .to_owned(),
+        ];
+        for json in cases {
+            let Err(e) = derive_values("s", &json) else {
+                panic!("{json} was accepted")
+            };
+            let message = e.to_string();
+            assert!(!message.contains("SECRETSESSION"), "{message}");
+            assert!(message.contains("line 1"), "{message}");
+        }
     }
 }

@@ -40,7 +40,9 @@ pub const ADDRESS_LABELS: &[&str] = &["instance", "host_ip"];
 /// The labels whose values are never addresses, nor hold `.`, `:`, `[` or `]`, under
 /// Manus (besides the package's scope labels): any matcher may test them and
 /// `label_replace`/`label_join` may read them (all but `__name__`, whose recording-rule
-/// names may hold `:`). Every other label is treated as one that may carry an address.
+/// names may hold `:`). Every other label is treated as one that may carry an address:
+/// `device`, for one, names NFS and CIFS servers (`10.21.3.4:/export`) in node_exporter's
+/// filesystem metrics.
 pub const ADDRESS_FREE_LABELS: &[&str] = &[
     "__name__",
     "job",
@@ -60,7 +62,6 @@ pub const ADDRESS_FREE_LABELS: &[&str] = &[
     "level",
     "db",
     "cf",
-    "device",
     "cpu",
 ];
 
@@ -357,6 +358,24 @@ mod tests {
         assert!(check(r#"x{quantile="0.99",le!="0.5",le!="+Inf"}"#).is_ok());
         assert!(is_matcher(r#"x{le=~"0[.]5"}"#));
         assert!(is_matcher(r#"x{quantile="0.99.1"}"#));
+    }
+
+    #[test]
+    fn device_names_file_servers_and_is_not_free_of_addresses() {
+        // node_exporter: `device="10.21.3.4:/export"` for an NFS mount.
+        assert!(is_matcher(
+            r#"count(node_filesystem_avail_bytes{device=~"10[.]21[.].*"})"#
+        ));
+        assert!(is_matcher(
+            r#"node_filesystem_avail_bytes{device="10.21.3.4:/export"}"#
+        ));
+        assert!(check(r#"node_filesystem_avail_bytes{device="sda1"}"#).is_ok());
+        assert!(matches!(
+            check(
+                r#"label_replace(node_filesystem_avail_bytes, "x", "$1-$2", "device", "([0-9]+)[.](.*)")"#
+            ),
+            Err(AddressIssue::Rewrite { .. })
+        ));
     }
 
     #[test]

@@ -138,7 +138,10 @@ impl StreamCompactor {
             self.retry_at = self.pending.len().saturating_mul(2);
         } else {
             self.pending.extend_from_slice(chunk);
-            if self.pending.len() >= self.retry_at {
+            // Past the bound, parse once more before refusing: what is pending may be
+            // complete series (the doubling step can lie beyond the bound after a long
+            // series), and only a part that is still incomplete is too large.
+            if self.pending.len() >= self.retry_at || self.pending.len() > MAX_HELD_BYTES {
                 self.retry(false)?;
             }
         }
@@ -755,6 +758,30 @@ mod tests {
         let s = parser.finish().unwrap();
         assert_eq!(s.summary.point_count, 11_000);
         assert_eq!(s.summary.top[0].fold.peak(), Some(10_999.5));
+    }
+
+    #[test]
+    fn a_series_above_half_the_bound_is_followed_by_more_series() {
+        // One series of about 10 MiB (a long label), then about 8 MiB of small series,
+        // fed in chunks that do not line up with the bound: every part stays below
+        // MAX_HELD_BYTES, so the answer is read whole.
+        let big = "y".repeat(10 << 20);
+        let small: Vec<String> = (0..40_000)
+            .map(|i| format!("{{\"metric\":{{\"i\":\"{i:0>160}\"}},\"values\":[[1,\"{i}\"]]}}"))
+            .collect();
+        let body = format!(
+            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"matrix\",\"result\":[{{\"metric\":{{\"big\":\"{big}\"}},\"values\":[[1,\"0.5\"]]}},{}]}}}}",
+            small.join(",")
+        );
+        assert!(body.len() > MAX_HELD_BYTES);
+        for chunk in [9_000, 10_000] {
+            let mut parser = StreamCompactor::new(1);
+            for piece in body.as_bytes().chunks(chunk) {
+                parser.feed(piece).unwrap();
+            }
+            let s = parser.finish().unwrap();
+            assert_eq!(s.summary.point_count, 40_001, "chunks of {chunk}");
+        }
     }
 
     #[test]

@@ -222,7 +222,11 @@ impl SpawnedDriver {
         if let Some(mut child) = self.child.take() {
             if let Some(pid) = child.id() {
                 // The group id is the driver's pid (process_group(0)).
+                // A child like the others: a cleared environment and the fixed search
+                // path, never the sandbox's (its secrets, its PATH).
                 let _ = std::process::Command::new("kill")
+                    .env_clear()
+                    .env("PATH", CHILD_PATH)
                     .args(["-KILL", "--", &format!("-{pid}")])
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
