@@ -18,7 +18,11 @@ use zeroize::Zeroizing;
 
 use crate::ConnectorError;
 
-const VERSION: &[u8; 2] = b"r1";
+const VERSION: &[u8; 2] = b"r2";
+/// Sealed addresses are padded to a multiple of this many bytes (with a two-byte length
+/// in front), so a reference's length does not tell an address's length: every address
+/// up to 62 bytes gives a reference of the same length.
+const PADDED_BLOCK: usize = 64;
 const AAD_TAG: &[u8] = b"managed-evidence/opaque-reference/v1";
 const NONCE_LEN: usize = 12;
 const MAX_REFERENCE_LEN: usize = 1024;
@@ -137,11 +141,12 @@ impl ReferenceKeyRing {
         let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key.expose_secret()));
         let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
         let aad = associated_data(scope, &self.current, expires_at);
+        let padded = pad(address.as_bytes()).ok_or_else(failed)?;
         let sealed = cipher
             .encrypt(
                 &nonce,
                 Payload {
-                    msg: address.as_bytes(),
+                    msg: &padded,
                     aad: &aad,
                 },
             )
@@ -197,8 +202,30 @@ impl ReferenceKeyRing {
         if now >= expires_at {
             return Err(invalid());
         }
-        String::from_utf8(plain).map_err(|_| invalid())
+        let address = unpad(&plain).ok_or_else(invalid)?;
+        String::from_utf8(address.to_vec()).map_err(|_| invalid())
     }
+}
+
+/// The plaintext of a reference: the address's length (two bytes, big-endian), the
+/// address, zeros up to a multiple of [`PADDED_BLOCK`]. `None` for an address longer
+/// than 65,535 bytes.
+fn pad(address: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    let len = u16::try_from(address.len()).ok()?;
+    let total = (2 + address.len()).div_ceil(PADDED_BLOCK) * PADDED_BLOCK;
+    let mut out = Zeroizing::new(Vec::with_capacity(total));
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(address);
+    out.resize(total, 0);
+    Some(out)
+}
+
+/// The address inside a padded plaintext, when the framing holds.
+fn unpad(plain: &[u8]) -> Option<&[u8]> {
+    let (len, rest) = plain.split_first_chunk::<2>()?;
+    let len = usize::from(u16::from_be_bytes(*len));
+    let (address, padding) = (rest.get(..len)?, rest.get(len..)?);
+    (plain.len().is_multiple_of(PADDED_BLOCK) && padding.iter().all(|&b| b == 0)).then_some(address)
 }
 
 fn check_kid(kid: &str) -> Result<(), ConnectorError> {
@@ -252,6 +279,23 @@ mod tests {
 
     fn is_invalid<T: fmt::Debug>(r: Result<T, ConnectorError>) -> bool {
         matches!(r, Err(ConnectorError::InvalidReference))
+    }
+
+    #[test]
+    fn a_reference_does_not_tell_the_length_of_its_address() {
+        let r = ring();
+        let short = r.seal("10.21.2.10:20160", VIDA, 2_000).unwrap();
+        for len in 0..=62 {
+            let address = "7".repeat(len);
+            let sealed = r.seal(&address, VIDA, 2_000).unwrap();
+            assert_eq!(sealed.len(), short.len(), "an address of {len} bytes");
+            assert_eq!(r.open(&sealed, VIDA, 1_000).unwrap(), address);
+        }
+        for len in [63, 64, 126, 127, 600] {
+            let address = "7".repeat(len);
+            let sealed = r.seal(&address, VIDA, 2_000).unwrap();
+            assert_eq!(r.open(&sealed, VIDA, 1_000).unwrap(), address);
+        }
     }
 
     #[test]

@@ -214,6 +214,27 @@ fn push_with_segments(out: &mut Vec<DerivedValue>, what: &str, value: &[u8], rol
             }
         }
     }
+    if let Some(token) = scheme_token(value) {
+        // The token of an `Authorization`-style value leaks without its scheme word.
+        push_with_segments(
+            out,
+            &format!("{what} (token after the scheme)"),
+            token,
+            Role::Credential("the token of an authorization value"),
+        );
+    }
+}
+
+/// The token of a value written like an HTTP `Authorization` header (`Bearer …`,
+/// `Basic …`, `Token …`; the scheme in any case), when it has one.
+fn scheme_token(value: &[u8]) -> Option<&[u8]> {
+    const SCHEMES: [&[u8]; 3] = [b"bearer ", b"basic ", b"token "];
+    SCHEMES.iter().find_map(|scheme| {
+        let head = value.get(..scheme.len())?;
+        head.eq_ignore_ascii_case(scheme)
+            .then(|| value[scheme.len()..].trim_ascii_start())
+            .filter(|token| !token.is_empty())
+    })
 }
 
 /// The segments of a JWT-looking value: three (JWS) or five (JWE) dot-separated base64url
@@ -333,6 +354,28 @@ mod tests {
     fn refuses_non_storage_state() {
         assert!(derive_values("s", "not json").is_err());
         assert!(derive_values("s", r#"{"cookies": [{"name": "a"}]}"#).is_err());
+    }
+
+    #[test]
+    fn the_token_of_an_authorization_value_is_guarded_on_its_own() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvbmNhbGwifQ.c2lnbmF0dXJlLWJ5dGVz";
+        let state = serde_json::json!({
+            "cookies": [{"name": "grafana_session", "value": "0123456789abcdef0123456789abcdef", "httpOnly": true}],
+            "origins": [{"origin": "https://g.example", "localStorage": [
+                {"name": "ui", "value": format!("Bearer {jwt}")},
+                {"name": "basic", "value": "basic dXNlcjpwYXNzd29yZA=="}
+            ]}]
+        });
+        let values = derive_values("s", &state.to_string()).unwrap();
+        let has = |v: &str| values.iter().any(|d| d.value.as_slice() == v.as_bytes());
+        assert!(has(jwt), "the bare JWT is a needle");
+        assert!(has("eyJzdWIiOiJvbmNhbGwifQ"), "and so are its segments");
+        assert!(has("dXNlcjpwYXNzd29yZA=="));
+        let token = values
+            .iter()
+            .find(|d| d.value.as_slice() == jwt.as_bytes())
+            .unwrap();
+        assert!(matches!(token.role, Role::Credential(_)));
     }
 
     #[test]
