@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use evidence_policy::{ClusterTier, LockedItem, PolicyField, ScopeBinding, TrustedPolicy, lock};
 use evidence_result::{FailureClass, PolicySource};
 use promql_parser::label::MatchOp;
-use promql_parser::parser::{self, Expr, VectorSelector};
+use promql_parser::parser;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use support::*;
@@ -143,28 +143,6 @@ fn expr() -> impl Strategy<Value = Gen> {
             }),
         ]
     })
-}
-
-fn selectors<'a>(expr: &'a Expr, out: &mut Vec<&'a VectorSelector>) {
-    match expr {
-        Expr::VectorSelector(vs) => out.push(vs),
-        Expr::MatrixSelector(m) => out.push(&m.vs),
-        Expr::Subquery(sq) => selectors(&sq.expr, out),
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                selectors(p, out);
-            }
-            selectors(&a.expr, out);
-        }
-        Expr::Unary(u) => selectors(&u.expr, out),
-        Expr::Binary(b) => {
-            selectors(&b.lhs, out);
-            selectors(&b.rhs, out);
-        }
-        Expr::Paren(p) => selectors(&p.expr, out),
-        Expr::Call(c) => c.args.args.iter().for_each(|a| selectors(a, out)),
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
-    }
 }
 
 /// Every selector of `expr` carries exactly `label="value"` for each of `labels`, and no

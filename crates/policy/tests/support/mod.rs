@@ -164,7 +164,11 @@ impl Sim {
     }
 }
 
-fn selectors<'a>(expr: &'a Expr, out: &mut Vec<&'a promql_parser::parser::VectorSelector>) {
+/// Every vector selector of `expr`, in order (matrix selectors by their vector part).
+pub(crate) fn selectors<'a>(
+    expr: &'a Expr,
+    out: &mut Vec<&'a promql_parser::parser::VectorSelector>,
+) {
     match expr {
         Expr::VectorSelector(vs) => out.push(vs),
         Expr::MatrixSelector(m) => out.push(&m.vs),
