@@ -57,8 +57,8 @@ static FIXTURE_ADDRESS: LazyLock<Regex> =
 /// A Manus target over its real Prometheus, for the conformance cases.
 pub(crate) struct ManusHarness {
     prometheus: Prometheus,
-    front: ManusFront,
-    connector: ManusConnector,
+    pub(crate) front: ManusFront,
+    pub(crate) connector: ManusConnector,
 }
 
 pub(crate) fn config_for(

@@ -9,53 +9,36 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use evidence_connectors::{
-    Connector, ManusConfig, ManusConnector, ReferenceKeyRing, ReferenceScope, ResponseLimits,
+    Connector, ManusConfig, ReferenceKeyRing, ReferenceScope, ResponseLimits,
 };
 use evidence_policy::{ManusTarget, TrustedPolicy, lock};
 use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, known_code};
 use evidence_test_support::{
-    APID_29213_END, APID_29213_START, CPU_CLUSTER, Fixture, MEMORY_CLUSTER, ManusFront, Prometheus,
-    ST_2865_END, ST_2865_START, TIDB_CPU,
+    APID_29213_END, APID_29213_START, CPU_CLUSTER, MEMORY_CLUSTER, ManusFront, ST_2865_END,
+    ST_2865_START, TIDB_CPU,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use regex::Regex;
-use secrecy::SecretString;
 use serde_json::{Value, json};
 
+use crate::cases::Harness;
 use crate::cases::{checked, scope, view};
 use crate::manus::{
-    ManusOutput, PACKAGE, PASSWORD, USERNAME, config_for, policy, ref_keys_text, secrets_with,
+    ManusHarness, ManusOutput, PACKAGE, config_for, policy, ref_keys_text, secrets_with,
 };
 
-/// The `vida` target over its real Prometheus.
-struct Vida {
-    _prometheus: Prometheus,
-    front: ManusFront,
-    connector: ManusConnector,
-}
+/// The `vida` target over its real Prometheus: the conformance harness's set-up.
+struct Vida(ManusHarness);
 
 impl Vida {
     async fn start() -> Self {
-        let prometheus = Prometheus::start(Fixture::Vida).await.unwrap();
-        let front = ManusFront::start(
-            "vida",
-            &prometheus.url(),
-            SecretString::from(USERNAME),
-            SecretString::from(PASSWORD),
-        )
-        .await
-        .unwrap();
-        Vida {
-            _prometheus: prometheus,
-            front,
-            connector: ManusConnector::new().unwrap(),
-        }
+        Vida(<ManusHarness as Harness>::start().await)
     }
 
     fn config(&self) -> ManusConfig {
         config_for(
-            &[(ManusTarget::Vida, &self.front)],
+            &[(ManusTarget::Vida, &self.0.front)],
             ResponseLimits::default(),
         )
     }
@@ -65,6 +48,7 @@ impl Vida {
         match lock(policy, PolicySource::TrustedEnvelope, &args, &scope()) {
             Ok(request) => {
                 let result = self
+                    .0
                     .connector
                     .call(&request, &self.config(), &secrets_with(&ref_keys_text()))
                     .await
@@ -84,7 +68,8 @@ impl Vida {
     }
 
     fn queries_sent(&self) -> usize {
-        self.front
+        self.0
+            .front
             .requests()
             .iter()
             .filter(|r| r.path == ManusFront::QUERY_RANGE_PATH)
