@@ -18,7 +18,7 @@ fn main() {
     let files: Vec<PackageFile> = loaded.files().to_vec();
     let mut bytes = manifest_json.clone();
     for f in &files {
-        bytes.extend_from_slice(f.contents());
+        bytes.extend_from_slice(f.contents().unwrap());
     }
     assert_eq!(
         Package::new(&manifest, files.clone()).unwrap().digest(),

@@ -3,8 +3,9 @@
 //! a deployable Clinic v3 folder (loopback allowlist) around the given `clinic-tool`
 //! binary, signs one trusted policy per query of `SIDE_BY_SIDE_QUERIES` with a throwaway
 //! key, and prints one JSON line: the Prometheus URL, the packaged entrypoint and, per
-//! query, the expression, window, model arguments and the environment the entrypoint
-//! runs with. It keeps everything running until its stdin closes.
+//! query, the expression, window, the Clinic front's `query_range` URL and token (for a
+//! bare HTTP request of the same query), model arguments and the environment the
+//! entrypoint runs with. It keeps everything running until its stdin closes.
 //!
 //! ```sh
 //! cargo build --release -p evidence-tool --bin clinic-tool
@@ -81,6 +82,8 @@ async fn run() -> Result<(), Box<dyn Error>> {
             "end": query.end,
             "step_seconds": query.step_seconds,
             "unit": unit,
+            "query_range_url": front.query_range_url(cluster),
+            "token": token,
             "args": {"queries": [{"queryId": query.name, "expr": query.expr,
                                   "step": format!("{}s", query.step_seconds), "unit": unit}]},
             "env": {

@@ -75,6 +75,11 @@ pub struct AuditRecord {
     /// values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unguarded: Vec<String>,
+    /// Whether the package folder on disk had changed since the serving process hashed
+    /// it (a file written, replaced, added or removed). The call ran with what the
+    /// process hashed: its running code and the manifest it read then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folder_changed: bool,
 }
 
 fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
@@ -173,6 +178,7 @@ impl AuditRecord {
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
             blocked_secrets: call.blocked_secrets.clone(),
             unguarded: Vec::new(),
+            folder_changed: false,
         })
     }
 
@@ -180,6 +186,13 @@ impl AuditRecord {
     /// ([`crate::SecretBinding::report`]).
     pub fn with_unguarded(mut self, unguarded: Vec<String>) -> Self {
         self.unguarded = unguarded;
+        self
+    }
+
+    /// The same record, saying whether the package folder on disk changed since the
+    /// serving process hashed it.
+    pub fn with_folder_changed(mut self, changed: bool) -> Self {
+        self.folder_changed = changed;
         self
     }
 

@@ -1,9 +1,12 @@
 //! A package revision: its normalized manifest, its files and its recomputed digest, as
 //! reviewable source (the entrypoint binary not yet built in) or as a deployable folder
-//! whose digest covers the binary that runs.
+//! whose digest covers the binary that runs. The entrypoint binary is hashed as it is
+//! read, in large blocks, and not held; a running tool hashes the very file it was
+//! started from ([`Package::load_running`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use evidence_result::{Digest, PackageId};
@@ -37,22 +40,43 @@ pub enum PackageKind {
 const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest manifest read from disk.
 const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+/// The block size in which an entrypoint binary is read and hashed: large enough that
+/// the per-read cost vanishes, small enough to stay in the CPU's caches.
+const HASH_BLOCK_BYTES: usize = 1 << 20;
 
-/// One file of a package: its relative path, its executable bit and its content.
+/// One file of a package: its relative path, its executable bit, its size and the
+/// SHA-256 of its content, and the content itself unless the file is a deployable
+/// package's entrypoint read from disk (hashed as it was read, never held).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PackageFile {
     path: String,
     executable: bool,
-    contents: Vec<u8>,
+    size: u64,
+    sha256: [u8; 32],
+    contents: Option<Vec<u8>>,
 }
 
 impl PackageFile {
     /// A file at `path` (relative, `/`-separated) with this mode and content.
     pub fn new(path: impl Into<String>, executable: bool, contents: impl Into<Vec<u8>>) -> Self {
+        let contents = contents.into();
         PackageFile {
             path: path.into(),
             executable,
-            contents: contents.into(),
+            size: contents.len() as u64,
+            sha256: Sha256::digest(&contents).into(),
+            contents: Some(contents),
+        }
+    }
+
+    /// A file known by its size and content digest only.
+    fn hashed(path: String, executable: bool, size: u64, sha256: [u8; 32]) -> Self {
+        PackageFile {
+            path,
+            executable,
+            size,
+            sha256,
+            contents: None,
         }
     }
 
@@ -66,9 +90,20 @@ impl PackageFile {
         self.executable
     }
 
-    /// The content.
-    pub fn contents(&self) -> &[u8] {
-        &self.contents
+    /// The size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The SHA-256 of the content.
+    pub fn content_digest(&self) -> Digest {
+        Digest::Sha256(self.sha256)
+    }
+
+    /// The content; `None` for the entrypoint binary of a package loaded from disk,
+    /// which is hashed as it is read and not held.
+    pub fn contents(&self) -> Option<&[u8]> {
+        self.contents.as_deref()
     }
 }
 
@@ -77,7 +112,8 @@ impl fmt::Debug for PackageFile {
         f.debug_struct("PackageFile")
             .field("path", &self.path)
             .field("executable", &self.executable)
-            .field("bytes", &self.contents.len())
+            .field("bytes", &self.size)
+            .field("held", &self.contents.is_some())
             .finish()
     }
 }
@@ -167,14 +203,25 @@ impl Package {
     /// recomputed. A source folder (no entrypoint) is refused with
     /// [`PackageError::MissingFile`].
     pub fn load(dir: &Path) -> Result<Self, PackageError> {
-        let (manifest, files) = read_folder(dir)?;
+        let (manifest, files) = read_folder(dir, None)?;
+        Package::new(&manifest, files)
+    }
+
+    /// Loads the deployable package of a running tool: like [`Package::load`], but the
+    /// entrypoint's content is read from `running`, the open file the process was
+    /// started from (on Linux, `/proc/self/exe`), which must be the very file (device
+    /// and inode) at the folder's entrypoint path. The digest so covers the code that
+    /// runs, not whatever a path names later; a running binary's file cannot be written
+    /// (the kernel refuses with `ETXTBSY`), so what was hashed stays what runs.
+    pub fn load_running(dir: &Path, running: &File) -> Result<Self, PackageError> {
+        let (manifest, files) = read_folder(dir, Some(running))?;
         Package::new(&manifest, files)
     }
 
     /// Loads a package's reviewable source from its folder: like [`Package::load`], but
     /// the entrypoint must be absent (see [`Package::source`]).
     pub fn load_source(dir: &Path) -> Result<Self, PackageError> {
-        let (manifest, files) = read_folder(dir)?;
+        let (manifest, files) = read_folder(dir, None)?;
         Package::source(&manifest, files)
     }
 
@@ -182,7 +229,7 @@ impl Package {
     /// source otherwise. For catalogs that record either kind; a tool sandbox uses
     /// [`Package::load`].
     pub fn load_any(dir: &Path) -> Result<Self, PackageError> {
-        let (manifest, files) = read_folder(dir)?;
+        let (manifest, files) = read_folder(dir, None)?;
         let entrypoint = manifest.normalize()?.entrypoint.clone();
         if files.iter().any(|f| f.path == entrypoint) {
             Package::new(&manifest, files)
@@ -236,8 +283,13 @@ impl Package {
     }
 }
 
-/// Reads a package folder: its manifest and every file below it.
-fn read_folder(dir: &Path) -> Result<(Manifest, Vec<PackageFile>), PackageError> {
+/// Reads a package folder: its manifest and every file below it. The entrypoint is
+/// hashed as it is read and not held; with `running`, its content comes from that open
+/// file, which must be the file at the entrypoint path.
+fn read_folder(
+    dir: &Path,
+    running: Option<&File>,
+) -> Result<(Manifest, Vec<PackageFile>), PackageError> {
     let manifest_path = dir.join(MANIFEST_FILE);
     let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
     let manifest: Manifest =
@@ -245,9 +297,19 @@ fn read_folder(dir: &Path) -> Result<(Manifest, Vec<PackageFile>), PackageError>
             what: manifest_path.display().to_string(),
             source,
         })?;
-    let mut files = Vec::new();
-    collect_files(dir, dir, &mut files)?;
-    Ok((manifest, files))
+    let entrypoint = manifest.normalize()?.entrypoint.clone();
+    let mut walk = Walk {
+        root: dir,
+        entrypoint: &entrypoint,
+        running,
+        running_found: false,
+        files: Vec::new(),
+    };
+    walk.collect(dir)?;
+    if running.is_some() && !walk.running_found {
+        return Err(PackageError::MissingFile(entrypoint));
+    }
+    Ok((manifest, walk.files))
 }
 
 /// Computes the package digest.
@@ -281,8 +343,8 @@ fn package_digest(
         h.update((file.path.len() as u64).to_be_bytes());
         h.update(file.path.as_bytes());
         h.update([u8::from(file.executable)]);
-        h.update((file.contents.len() as u64).to_be_bytes());
-        h.update(Sha256::digest(&file.contents));
+        h.update(file.size.to_be_bytes());
+        h.update(file.sha256);
     }
     let canonical = manifest.canonical_json()?;
     h.update(Sha256::digest(canonical.as_bytes()));
@@ -317,42 +379,136 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
     false
 }
 
-fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PackageFile>) -> Result<(), PackageError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| PackageError::io(dir, e))?;
-    let mut paths: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| PackageError::io(dir, e))?;
-        paths.push(entry.path());
-    }
-    paths.sort();
-    for path in paths {
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| PackageError::io(&path, e))?;
-        let relative = path
-            .strip_prefix(root)
-            .ok()
-            .and_then(|p| p.to_str())
-            .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
-            .ok_or_else(|| PackageError::InvalidPath {
-                field: "files".to_owned(),
-                path: path.display().to_string(),
-                reason: "not a UTF-8 path inside the package",
-            })?;
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            collect_files(root, &path, out)?;
-        } else if kind.is_file() {
-            if relative == MANIFEST_FILE {
-                continue;
-            }
-            let contents = read_capped(&path, MAX_FILE_BYTES)?;
-            out.push(PackageFile::new(relative, is_executable(&meta), contents));
-        } else {
-            return Err(PackageError::InvalidPath {
-                field: "files".to_owned(),
-                path: relative,
-                reason: "symbolic links and special files are refused",
-            });
+/// The walk over a package folder.
+struct Walk<'a> {
+    root: &'a Path,
+    entrypoint: &'a str,
+    running: Option<&'a File>,
+    running_found: bool,
+    files: Vec<PackageFile>,
+}
+
+impl Walk<'_> {
+    fn collect(&mut self, dir: &Path) -> Result<(), PackageError> {
+        let entries = std::fs::read_dir(dir).map_err(|e| PackageError::io(dir, e))?;
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| PackageError::io(dir, e))?;
+            paths.push(entry.path());
         }
+        paths.sort();
+        for path in paths {
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| PackageError::io(&path, e))?;
+            let relative = path
+                .strip_prefix(self.root)
+                .ok()
+                .and_then(|p| p.to_str())
+                .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
+                .ok_or_else(|| PackageError::InvalidPath {
+                    field: "files".to_owned(),
+                    path: path.display().to_string(),
+                    reason: "not a UTF-8 path inside the package",
+                })?;
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                self.collect(&path)?;
+            } else if kind.is_file() {
+                if relative == MANIFEST_FILE {
+                    continue;
+                }
+                let executable = is_executable(&meta);
+                let file = if relative != self.entrypoint {
+                    PackageFile::new(relative, executable, read_capped(&path, MAX_FILE_BYTES)?)
+                } else if let Some(running) = self.running {
+                    if !same_file(&meta, running, &path)? {
+                        return Err(PackageError::invalid(
+                            "entrypoint",
+                            format!(
+                                "{} is not the file the running process was started from",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    self.running_found = true;
+                    hash_file(relative, executable, running, &path)?
+                } else {
+                    let file = File::open(&path).map_err(|e| PackageError::io(&path, e))?;
+                    hash_file(relative, executable, &file, &path)?
+                };
+                self.files.push(file);
+            } else {
+                return Err(PackageError::InvalidPath {
+                    field: "files".to_owned(),
+                    path: relative,
+                    reason: "symbolic links and special files are refused",
+                });
+            }
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Whether the directory entry `meta` (of `path`) and the open file are one file.
+#[cfg(unix)]
+fn same_file(meta: &std::fs::Metadata, open: &File, path: &Path) -> Result<bool, PackageError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let open = open.metadata().map_err(|e| PackageError::io(path, e))?;
+    Ok(meta.dev() == open.dev() && meta.ino() == open.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_meta: &std::fs::Metadata, _open: &File, _path: &Path) -> Result<bool, PackageError> {
+    Ok(false)
+}
+
+/// Reads at `offset`. A positioned read: the handle's own offset (shared with anyone
+/// else holding it) is neither used nor moved.
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    file.read(buf)
+}
+
+/// Hashes an open file from its start in [`HASH_BLOCK_BYTES`] blocks (refusing it above
+/// the file bound), holding one block at a time.
+fn hash_file(
+    relative: String,
+    executable: bool,
+    file: &File,
+    path: &Path,
+) -> Result<PackageFile, PackageError> {
+    let mut hasher = Sha256::new();
+    let mut block = vec![0u8; HASH_BLOCK_BYTES];
+    let mut size: u64 = 0;
+    loop {
+        let n = match read_at(file, &mut block, size) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(PackageError::io(path, e)),
+        };
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        if size > MAX_FILE_BYTES {
+            return Err(PackageError::invalid(
+                "files",
+                format!("{} is larger than {MAX_FILE_BYTES} bytes", path.display()),
+            ));
+        }
+        hasher.update(&block[..n]);
+    }
+    Ok(PackageFile::hashed(
+        relative,
+        executable,
+        size,
+        hasher.finalize().into(),
+    ))
 }

@@ -46,8 +46,8 @@ fn framing_matches_its_documentation() {
         h.update((f.path().len() as u64).to_be_bytes());
         h.update(f.path().as_bytes());
         h.update([u8::from(f.is_executable())]);
-        h.update((f.contents().len() as u64).to_be_bytes());
-        h.update(Sha256::digest(f.contents()));
+        h.update((f.contents().unwrap().len() as u64).to_be_bytes());
+        h.update(Sha256::digest(f.contents().unwrap()));
     }
     let canonical = package.manifest().canonical_json().unwrap();
     h.update(Sha256::digest(canonical.as_bytes()));
@@ -156,7 +156,7 @@ proptest! {
         let original = digest(&base, files());
         let mut changed = files();
         let f = &changed[which];
-        let mut bytes = f.contents().to_vec();
+        let mut bytes = f.contents().unwrap().to_vec();
         let i = at.index(bytes.len());
         bytes[i] ^= xor;
         changed[which] = PackageFile::new(f.path(), f.is_executable(), bytes);
@@ -171,7 +171,7 @@ proptest! {
         let original = digest(&base, files());
         let mut changed = files();
         let f = &changed[which];
-        changed[which] = PackageFile::new(f.path(), !f.is_executable(), f.contents().to_vec());
+        changed[which] = PackageFile::new(f.path(), !f.is_executable(), f.contents().unwrap().to_vec());
         prop_assert_ne!(digest(&base, changed), original);
     }
 
@@ -215,7 +215,7 @@ proptest! {
         *changed.pointer_mut(pointer).unwrap() = new;
         let mut changed_files = files();
         if pointer == "/entrypoint" {
-            changed_files[2] = PackageFile::new("lib/helper.sh", true, changed_files[2].contents().to_vec());
+            changed_files[2] = PackageFile::new("lib/helper.sh", true, changed_files[2].contents().unwrap().to_vec());
         }
         prop_assert_ne!(digest(&changed, changed_files), original);
     }
@@ -229,4 +229,86 @@ proptest! {
         let reparsed = evidence_package::Manifest::from_json(&text).unwrap();
         prop_assert_eq!(Package::new(&reparsed, files()).unwrap().digest(), original);
     }
+}
+
+/// Writes the test package as a deployable folder; returns the folder.
+fn write_folder(root: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = root.join("pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let value = manifest_json(Provider::Clinic, 1);
+    std::fs::write(dir.join("manifest.json"), value.to_string()).unwrap();
+    for f in files() {
+        let path = dir.join(f.path());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, f.contents().unwrap()).unwrap();
+        let mode = if f.is_executable() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    dir
+}
+
+/// A folder loads to the digest of its files whether the entrypoint is read from its
+/// path or from an open handle on that very file; the entrypoint binary is hashed, not
+/// held. A handle on another file (even one with the same bytes) is refused, so the
+/// digest always covers the file the handle runs.
+#[test]
+fn a_running_entrypoint_is_hashed_from_its_own_open_file() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write_folder(root.path());
+    let expected = digest(&manifest_json(Provider::Clinic, 1), files());
+    let loaded = Package::load(&dir).unwrap();
+    assert_eq!(loaded.digest(), expected);
+    let entry = loaded
+        .files()
+        .iter()
+        .find(|f| f.path() == "bin/tool")
+        .unwrap();
+    assert_eq!(entry.contents(), None);
+    assert_eq!(entry.size(), b"\x7fELF tool binary".len() as u64);
+    assert!(
+        loaded
+            .files()
+            .iter()
+            .filter(|f| f.path() != "bin/tool")
+            .all(|f| f.contents().is_some())
+    );
+
+    let running = std::fs::File::open(dir.join("bin/tool")).unwrap();
+    assert_eq!(
+        Package::load_running(&dir, &running).unwrap().digest(),
+        expected
+    );
+
+    // The same bytes in another file are not the running file.
+    let copy = root.path().join("copy");
+    std::fs::copy(dir.join("bin/tool"), &copy).unwrap();
+    let other = std::fs::File::open(&copy).unwrap();
+    let refused = Package::load_running(&dir, &other).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("not the file the running process was started from"),
+        "{refused}"
+    );
+
+    // Replaced by rename after the handle was opened: the handle still names the old
+    // file, which is no longer the folder's entrypoint.
+    std::fs::rename(&copy, dir.join("bin/tool")).unwrap();
+    assert!(Package::load_running(&dir, &running).is_err());
+}
+
+/// A binary larger than one hash block hashes to the digest of its whole content.
+#[test]
+fn an_entrypoint_larger_than_a_block_is_hashed_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write_folder(root.path());
+    let big: Vec<u8> = (0..(3 << 20) + 12_345).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.join("bin/tool"), &big).unwrap();
+    let mut with_big = files();
+    with_big[0] = PackageFile::new("bin/tool", true, big);
+    assert_eq!(
+        Package::load(&dir).unwrap().digest(),
+        digest(&manifest_json(Provider::Clinic, 1), with_big)
+    );
 }

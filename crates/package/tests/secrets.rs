@@ -149,9 +149,9 @@ proptest! {
         let mut changed = files();
         let f = &changed[which];
         let (contents, executable) = if mode && which != 0 {
-            (f.contents().to_vec(), !f.is_executable())
+            (f.contents().unwrap().to_vec(), !f.is_executable())
         } else {
-            let mut bytes = f.contents().to_vec();
+            let mut bytes = f.contents().unwrap().to_vec();
             let i = at.index(bytes.len());
             bytes[i] ^= xor;
             (bytes, f.is_executable())

@@ -2,13 +2,16 @@
 //! README) and the tool binary itself, which becomes the entrypoint file, listed in
 //! `files` and covered by the digest that secrets and policy bind to. And the other way
 //! round: a running entrypoint finds its own package folder and refuses to run code that
-//! is not that folder's entrypoint.
+//! is not that folder's entrypoint; the digest it computes covers the file the process
+//! was started from, read once.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use evidence_package::{MANIFEST_FILE, Package};
 
 use crate::ToolError;
+use crate::stamp::FolderStamp;
 
 /// How many folders above the binary its package folder may be (`bin/<tool>` is one).
 const MAX_ENTRYPOINT_DEPTH: usize = 4;
@@ -47,7 +50,10 @@ pub fn build_deployable(source: &Path, binary: &Path, out: &Path) -> Result<Pack
         if let Some(parent) = to.parent() {
             create_dir(parent)?;
         }
-        std::fs::write(&to, file.contents()).map_err(|e| ToolError::io("write", &to, e))?;
+        let contents = file.contents().ok_or_else(|| {
+            ToolError::Packaging(format!("{} of the source is not held", file.path()))
+        })?;
+        std::fs::write(&to, contents).map_err(|e| ToolError::io("write", &to, e))?;
         set_mode(&to, 0o644)?;
     }
     let entry = out.join(&src.manifest().entrypoint);
@@ -74,14 +80,25 @@ pub fn sibling_binary(source: &Path, exe: &Path) -> Result<PathBuf, ToolError> {
     Ok(dir.join(name))
 }
 
-/// The deployable package whose entrypoint is the running binary `exe`: the nearest
-/// folder above it with a manifest, loaded (digest recomputed, the binary included) and
-/// checked to name exactly `exe` as its entrypoint. A binary outside a deployable folder,
-/// or one that is not its folder's entrypoint, gets an error: it runs nothing.
-pub fn own_package(exe: &Path) -> Result<Package, ToolError> {
+/// The deployable package of the running process: the nearest folder above the
+/// running binary with a manifest, loaded with its digest computed once, here, over the
+/// file the process was started from (`/proc/self/exe`, never a path that could be
+/// swapped after start), which must be that folder's entrypoint (same device and
+/// inode). A binary outside a deployable folder, or one that is not its folder's
+/// entrypoint, gets an error: it runs nothing.
+pub fn own_package() -> Result<Package, ToolError> {
+    Ok(running_package()?.0)
+}
+
+/// [`own_package`] with the stamp of its folder taken just before it was read: a later
+/// stamp that differs means the folder changed on disk after it was hashed.
+pub(crate) fn running_package() -> Result<(Package, FolderStamp), ToolError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| ToolError::io("locate the running binary", "/proc/self/exe", e))?;
+    let running = open_running(&exe)?;
     let exe = exe
         .canonicalize()
-        .map_err(|e| ToolError::io("resolve the running binary", exe, e))?;
+        .map_err(|e| ToolError::io("resolve the running binary", &exe, e))?;
     let dir = exe
         .ancestors()
         .skip(1)
@@ -93,8 +110,9 @@ pub fn own_package(exe: &Path) -> Result<Package, ToolError> {
                 exe.display()
             ))
         })?;
+    let stamp = FolderStamp::take(dir)?;
     // Deployable only: a source folder (no binary) does not load here.
-    let package = Package::load(dir)?;
+    let package = Package::load_running(dir, &running)?;
     let entry = dir.join(&package.manifest().entrypoint);
     let entry = entry
         .canonicalize()
@@ -105,7 +123,18 @@ pub fn own_package(exe: &Path) -> Result<Package, ToolError> {
             dir.display()
         )));
     }
-    Ok(package)
+    Ok((package, stamp))
+}
+
+/// The file the process was started from, open: on Linux the kernel's own handle on it
+/// (`/proc/self/exe` names the executed inode even after its path is replaced).
+fn open_running(exe: &Path) -> Result<File, ToolError> {
+    let running = if cfg!(target_os = "linux") {
+        Path::new("/proc/self/exe")
+    } else {
+        exe
+    };
+    File::open(running).map_err(|e| ToolError::io("open the running binary", running, e))
 }
 
 fn create_dir(dir: &Path) -> Result<(), ToolError> {

@@ -10,6 +10,9 @@ mod failure;
 mod mcp;
 mod output;
 mod plan;
+mod process;
+mod runtime;
+mod stamp;
 mod tools;
 
 pub use binary::{MCP_FLAG, run_tool_binary};
@@ -30,7 +33,7 @@ pub use mcp::{
 };
 pub use output::write_outputs;
 pub use plan::{plan_answered, plan_locked};
-pub use tools::Tool;
+pub use tools::{ClinicTool, ManusTool, PackageTool, Tool, Transport, WetechTool};
 
 /// Items that exist for tests. Not part of the stable interface: they may change or go
 /// away in any release.

@@ -1,12 +1,15 @@
 //! The three tool entrypoints: which package identity each serves, and the deployment
 //! configuration and connector each builds from the runtime context before it runs the
-//! one sandbox call.
+//! one sandbox call. Each is a type ([`ClinicTool`], [`ManusTool`], [`WetechTool`]) a
+//! binary names at compile time, so a binary's code reaches only its own connector and
+//! links nothing of the other two.
 
 use std::path::PathBuf;
 
 use evidence_connectors::{
-    BrowserConfig, ClinicConfig, ClinicConnector, ClinicSecrets, HostAllowlist, ManusConfig,
-    ManusConnector, ManusSecrets, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets,
+    BrowserConfig, ClinicConfig, ClinicConnector, ClinicSecrets, Connector, ConnectorError,
+    HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, WebDriverEndpoint, WetechConfig,
+    WetechConnector, WetechSecrets,
 };
 use evidence_package::Package;
 use evidence_policy::ManusTarget;
@@ -76,63 +79,126 @@ fn url_of(name: &str, value: &str) -> Result<Url, RuntimeFailure> {
     Url::parse(value).map_err(|e| config_failure(format!("{name} is not a URL: {e}")))
 }
 
+/// An HTTP connector, or why its client could not start.
+fn http<C>(connector: Result<C, ConnectorError>) -> Result<C, RuntimeFailure> {
+    connector.map_err(|e| config_failure(format!("the HTTP client cannot start: {e}")))
+}
+
 fn allowlist(package: &Package) -> Result<HostAllowlist, RuntimeFailure> {
     HostAllowlist::from_network(&package.manifest().network)
         .map_err(|e| config_failure(format!("the package network allowlist: {e}")))
 }
 
-/// The Clinic connector, configuration and secrets of this sandbox.
-pub(crate) fn clinic(
-    package: &Package,
-) -> Result<(ClinicConnector, ClinicConfig, ClinicSecrets), RuntimeFailure> {
-    let base = url_of(CLINIC_BASE_URL_ENV, &required(CLINIC_BASE_URL_ENV)?)?;
-    let mut config = ClinicConfig::new(base, allowlist(package)?);
-    if let Some(template) = get(CLINIC_QUERY_PATH_TEMPLATE_ENV) {
-        config = config.with_query_path_template(template);
-    }
-    let secrets = ClinicSecrets::from_env()
-        .ok_or_else(|| secret_failure(format!("{} is not set", ClinicSecrets::TOKEN_ENV)))?;
-    let connector = ClinicConnector::new()
-        .map_err(|e| config_failure(format!("the HTTP client cannot start: {e}")))?;
-    Ok((connector, config, secrets))
+/// A connector with its deployment configuration and its injected secrets: everything
+/// a call needs to reach its provider.
+pub struct Transport<C: Connector> {
+    /// The connector.
+    pub connector: C,
+    /// Its deployment configuration.
+    pub config: C::Config,
+    /// The secrets the package's auth binding injected.
+    pub secrets: C::Secrets,
 }
 
-/// The Manus connector, configuration and secrets of this sandbox.
-pub(crate) fn manus(
-    package: &Package,
-) -> Result<(ManusConnector, ManusConfig, ManusSecrets), RuntimeFailure> {
-    let mut config = ManusConfig::new(allowlist(package)?);
-    for (target, name) in [
-        (ManusTarget::Vida, MANUS_VIDA_URL_ENV),
-        (ManusTarget::Monica, MANUS_MONICA_URL_ENV),
-    ] {
-        if let Some(value) = get(name) {
-            config = config.with_target(target, url_of(name, &value)?);
+impl<C: Connector> std::fmt::Debug for Transport<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secrets are never printed, not even redacted.
+        f.debug_struct("Transport").finish_non_exhaustive()
+    }
+}
+
+/// The tool of one package: which [`Tool`] it is and how it builds its [`Transport`]
+/// from the deployment configuration and secrets in the environment. A tool binary
+/// names one of [`ClinicTool`], [`ManusTool`] and [`WetechTool`]
+/// (`run_tool_binary::<ClinicTool>()`), so it holds only that connector's code.
+pub trait PackageTool: Send + Sync + 'static {
+    /// Which of the three tools this is.
+    const TOOL: Tool;
+    /// Its connector.
+    type Connector: Connector + 'static;
+
+    /// Builds the transport for `package` from the process's environment.
+    fn transport(package: &Package) -> Result<Transport<Self::Connector>, RuntimeFailure>;
+}
+
+/// `clinic-tool`: the Clinic connector over HTTP.
+#[derive(Debug, Clone, Copy)]
+pub struct ClinicTool;
+
+/// `manus-tool`: the Manus connector over an HTTP session.
+#[derive(Debug, Clone, Copy)]
+pub struct ManusTool;
+
+/// `wetech-tool`: the Wetech connector through Chromium in front of Grafana.
+#[derive(Debug, Clone, Copy)]
+pub struct WetechTool;
+
+impl PackageTool for ClinicTool {
+    const TOOL: Tool = Tool::Clinic;
+    type Connector = ClinicConnector;
+
+    fn transport(package: &Package) -> Result<Transport<ClinicConnector>, RuntimeFailure> {
+        let base = url_of(CLINIC_BASE_URL_ENV, &required(CLINIC_BASE_URL_ENV)?)?;
+        let mut config = ClinicConfig::new(base, allowlist(package)?);
+        if let Some(template) = get(CLINIC_QUERY_PATH_TEMPLATE_ENV) {
+            config = config.with_query_path_template(template);
         }
+        let secrets = ClinicSecrets::from_env()
+            .ok_or_else(|| secret_failure(format!("{} is not set", ClinicSecrets::TOKEN_ENV)))?;
+        Ok(Transport {
+            connector: http(ClinicConnector::new())?,
+            config,
+            secrets,
+        })
     }
-    let secrets = ManusSecrets::from_env().map_err(|e| secret_failure(e.to_string()))?;
-    let connector = ManusConnector::new()
-        .map_err(|e| config_failure(format!("the HTTP client cannot start: {e}")))?;
-    Ok((connector, config, secrets))
 }
 
-/// The Wetech connector, configuration and secrets of this sandbox.
-pub(crate) fn wetech(
-    package: &Package,
-) -> Result<(WetechConnector, WetechConfig, WetechSecrets), RuntimeFailure> {
-    let grafana = url_of(WETECH_GRAFANA_URL_ENV, &required(WETECH_GRAFANA_URL_ENV)?)?;
-    let chromium = get(WETECH_CHROMIUM_ENV).unwrap_or_else(|| DEFAULT_CHROMIUM.to_owned());
-    let chromedriver =
-        get(WETECH_CHROMEDRIVER_ENV).unwrap_or_else(|| DEFAULT_CHROMEDRIVER.to_owned());
-    let browser = BrowserConfig::new(
-        chromium,
-        WebDriverEndpoint::Spawn {
-            chromedriver: PathBuf::from(chromedriver),
-        },
-    );
-    let config = WetechConfig::new(grafana, allowlist(package)?, browser);
-    let secrets = WetechSecrets::from_env().ok_or_else(|| {
-        secret_failure(format!("{} is not set", WetechSecrets::STORAGE_STATE_ENV))
-    })?;
-    Ok((WetechConnector::new(), config, secrets))
+impl PackageTool for ManusTool {
+    const TOOL: Tool = Tool::Manus;
+    type Connector = ManusConnector;
+
+    fn transport(package: &Package) -> Result<Transport<ManusConnector>, RuntimeFailure> {
+        let mut config = ManusConfig::new(allowlist(package)?);
+        for (target, name) in [
+            (ManusTarget::Vida, MANUS_VIDA_URL_ENV),
+            (ManusTarget::Monica, MANUS_MONICA_URL_ENV),
+        ] {
+            if let Some(value) = get(name) {
+                config = config.with_target(target, url_of(name, &value)?);
+            }
+        }
+        let secrets = ManusSecrets::from_env().map_err(|e| secret_failure(e.to_string()))?;
+        Ok(Transport {
+            connector: http(ManusConnector::new())?,
+            config,
+            secrets,
+        })
+    }
+}
+
+impl PackageTool for WetechTool {
+    const TOOL: Tool = Tool::Wetech;
+    type Connector = WetechConnector;
+
+    fn transport(package: &Package) -> Result<Transport<WetechConnector>, RuntimeFailure> {
+        let grafana = url_of(WETECH_GRAFANA_URL_ENV, &required(WETECH_GRAFANA_URL_ENV)?)?;
+        let chromium = get(WETECH_CHROMIUM_ENV).unwrap_or_else(|| DEFAULT_CHROMIUM.to_owned());
+        let chromedriver =
+            get(WETECH_CHROMEDRIVER_ENV).unwrap_or_else(|| DEFAULT_CHROMEDRIVER.to_owned());
+        let browser = BrowserConfig::new(
+            chromium,
+            WebDriverEndpoint::Spawn {
+                chromedriver: PathBuf::from(chromedriver),
+            },
+        );
+        let config = WetechConfig::new(grafana, allowlist(package)?, browser);
+        let secrets = WetechSecrets::from_env().ok_or_else(|| {
+            secret_failure(format!("{} is not set", WetechSecrets::STORAGE_STATE_ENV))
+        })?;
+        Ok(Transport {
+            connector: WetechConnector::new(),
+            config,
+            secrets,
+        })
+    }
 }

@@ -130,16 +130,7 @@ async fn clinic_tool_from_a_deployable_folder() {
 async fn one_changed_byte_of_the_packaged_binary_is_refused_before_any_request() {
     let clinic = Clinic::start().await;
     let bin = entrypoint(&clinic.package);
-    // A byte of the binary's `.comment` section (the compiler's note, never loaded), so
-    // the changed binary still runs and can tell what happened.
-    let mut bytes = std::fs::read(&bin).unwrap();
-    let marker = b"rustc version";
-    let at = bytes
-        .windows(marker.len())
-        .position(|w| w == marker)
-        .expect("the binary carries the compiler's .comment note");
-    bytes[at] = b'R';
-    std::fs::write(&bin, &bytes).unwrap();
+    with_one_byte_changed(&bin, &bin);
     let result = clinic.call(&bin, clinic.env()).await;
     assert_eq!(
         failure_of(&result),

@@ -6,5 +6,5 @@
 //! sandbox call per `tools/call`).
 
 fn main() -> std::process::ExitCode {
-    evidence_tool::run_tool_binary(evidence_tool::Tool::Manus)
+    evidence_tool::run_tool_binary::<evidence_tool::ManusTool>()
 }

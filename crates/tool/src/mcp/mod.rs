@@ -4,11 +4,12 @@
 //!
 //! The tool is described from the package's manifest (name = package identity,
 //! description and `inputSchema` = the manifest's argument schema, `outputSchema` = the
-//! JSON Schema of `details`). Every `tools/call` goes through the same path as the
-//! entrypoint: the package located and loaded afresh (its digest recomputed), the
-//! runtime context read afresh (envelope, keys, secrets, configuration), the one
-//! sandbox call (verify, lock, connector, guard), and one audit record appended before
-//! the result is returned. A call that fails is a result with `isError: true`, never
+//! JSON Schema of `details`). The server hashes its package once, at start, over the
+//! file the process was started from, and reads the keys, secrets and configuration
+//! then; every `tools/call` reads the envelope afresh and goes through the same path as
+//! the entrypoint: the one sandbox call (verify against the digest computed at start,
+//! lock, connector, guard), and one audit record appended before the result is
+//! returned. A call that fails is a result with `isError: true`, never
 //! the end of the server. The process serves with only its own package's variables,
 //! whatever environment the client started it with.
 

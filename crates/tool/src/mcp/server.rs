@@ -1,7 +1,9 @@
-//! The MCP server of one package over stdio: `tools/list` answers the package's one
-//! tool, `tools/call` runs the one sandbox call with the runtime context read afresh and
-//! appends the audit record before answering. At most the manifest's `concurrency`
-//! calls run at once; the others wait.
+//! The MCP server of one package over stdio: at start it hashes its own package (once,
+//! over the file the process was started from) and reads the fixed runtime context;
+//! `tools/list` answers the package's one tool, `tools/call` reads the policy envelope
+//! afresh, runs the one sandbox call against the digest computed at start and appends
+//! the audit record before answering. At most the manifest's `concurrency` calls run at
+//! once; the others wait.
 
 use std::borrow::Cow;
 use std::process::ExitCode;
@@ -17,46 +19,46 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use tokio::sync::Semaphore;
 
 use crate::ToolError;
-use crate::binary::block_on_to_exit;
-use crate::entry::{answer, locate};
 use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
-use crate::tools::Tool;
+use crate::process::Served;
+use crate::runtime::block_on_to_exit;
+use crate::tools::PackageTool;
 
-/// The server of one tool: its listing (from the manifest of the package it was started
-/// in) and the permits bounding concurrent calls.
-#[derive(Debug, Clone)]
-struct PackageServer {
-    tool: Tool,
+/// The server of one tool: the package and runtime context it read at start, its
+/// listing (from that package's manifest) and the permits bounding concurrent calls.
+#[derive(Debug)]
+struct PackageServer<T: PackageTool> {
+    served: Arc<Served<T>>,
     listing: McpTool,
     permits: Arc<Semaphore>,
 }
 
-/// Serves `tool` over stdio until the client closes the stream; returns the exit
+/// Serves the tool `T` over stdio until the client closes the stream; returns the exit
 /// status. First the process keeps only its own variables (it re-executes itself when
-/// it was started with others). The package folder must load at start (its manifest
-/// describes the tool); every call loads it again.
-pub fn serve_mcp(tool: Tool) -> ExitCode {
-    let name = tool.binary_name();
-    if let Err(e) = keep_only_own_variables(tool) {
+/// it was started with others). The package folder must load at start: it is hashed
+/// then, once, and every call is verified against that digest.
+pub fn serve_mcp<T: PackageTool>() -> ExitCode {
+    let name = T::TOOL.binary_name();
+    if let Err(e) = keep_only_own_variables(T::TOOL) {
         eprintln!("{name} --mcp: {e}");
         return ExitCode::FAILURE;
     }
-    block_on_to_exit(name, &format!("{name} --mcp"), serve(tool))
+    block_on_to_exit(name, &format!("{name} --mcp"), serve::<T>())
 }
 
-async fn serve(tool: Tool) -> Result<(), ToolError> {
-    let package = locate(tool).map_err(|failure| ToolError::Mcp(failure.to_string()))?;
+async fn serve<T: PackageTool>() -> Result<(), ToolError> {
+    let served = Served::<T>::start().map_err(|failure| ToolError::Mcp(failure.to_string()))?;
+    let package = served.package();
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
         .max(1);
     let server = PackageServer {
-        tool,
-        listing: tool_listing(&package)?,
+        listing: tool_listing(package)?,
+        served: Arc::new(served),
         permits: Arc::new(Semaphore::new(concurrency)),
     };
-    drop(package);
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -79,11 +81,11 @@ fn internal(e: &ToolError) -> ErrorData {
     ErrorData::internal_error(format!("no result could be produced: {e}"), None)
 }
 
-impl ServerHandler for PackageServer {
+impl<T: PackageTool> ServerHandler for PackageServer<T> {
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
         config.server_info = Implementation::new(
-            self.tool.identity().as_str().to_owned(),
+            T::TOOL.identity().as_str().to_owned(),
             env!("CARGO_PKG_VERSION"),
         );
         config
@@ -124,7 +126,9 @@ impl ServerHandler for PackageServer {
             .acquire()
             .await
             .map_err(|e| ErrorData::internal_error(format!("no call slot: {e}"), None))?;
-        let (result, audit) = answer(self.tool, move || Ok(args))
+        let (result, audit) = self
+            .served
+            .answer(move || Ok(args))
             .await
             .map_err(|e| internal(&e))?;
         // A result is never returned without its record.

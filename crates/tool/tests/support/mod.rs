@@ -12,6 +12,10 @@ use base64::Engine as _;
 use evidence_test_support as test_support;
 use serde_json::{Value, json};
 
+mod wire;
+#[allow(unused_imports)]
+pub use wire::Wire;
+
 pub const CLINIC_TOOL: &str = env!("CARGO_BIN_EXE_clinic-tool");
 pub const MANUS_TOOL: &str = env!("CARGO_BIN_EXE_manus-tool");
 pub const WETECH_TOOL: &str = env!("CARGO_BIN_EXE_wetech-tool");
@@ -170,6 +174,38 @@ pub fn sign(dir: &Path, name: &str, package_dir: &Path, policy: &Value) -> Signe
         envelope,
         keys: policy_keys(),
     }
+}
+
+/// Signs `policy` with `sign-policy --package-digest` for a stated digest; returns the
+/// envelope's JSON.
+pub fn sign_for_digest(policy: &Value, digest: &str) -> String {
+    let (code, out, err) = run(
+        Path::new(SIGN_POLICY),
+        &["--package-digest", digest],
+        &[
+            ("EVIDENCE_SIGNING_KID", KID.into()),
+            ("EVIDENCE_SIGNING_KEY", signing_key()),
+        ],
+        &policy.to_string(),
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+/// Writes to `out` the binary `bin` with one byte of its `.comment` section (the
+/// compiler's note, never loaded) changed: it still runs, and its digest differs.
+/// `out` may be `bin`.
+pub fn with_one_byte_changed(bin: &Path, out: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut bytes = std::fs::read(bin).unwrap();
+    let marker = b"rustc version";
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("the binary carries the compiler's .comment note");
+    bytes[at] = b'R';
+    std::fs::write(out, &bytes).unwrap();
+    std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// The runtime-context variables every tool reads.

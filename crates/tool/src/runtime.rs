@@ -1,0 +1,33 @@
+//! The async runtime a tool process runs its work on, and the exit status it ends with.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use crate::ToolError;
+
+/// Runs `work` to its end on a new multi-thread runtime and gives the exit status:
+/// success when it finished, failure (after printing `{prefix}: {error}` on stderr)
+/// when the runtime could not start or `work` failed.
+pub(crate) fn block_on_to_exit(
+    name: &str,
+    prefix: &str,
+    work: impl Future<Output = Result<(), ToolError>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{prefix}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! A raw JSON-RPC line client of a tool's MCP server over stdio, for tests that need the
+//! wire itself (message order, concurrency, several calls in flight) rather than the
+//! official SDK's view of it.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// One server process spoken to line by line (JSON-RPC over stdio, as the transport
+/// defines it), to see results exactly as they go on the wire.
+pub struct Wire {
+    pub child: std::process::Child,
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Wire {
+    pub fn start(bin: &Path) -> Self {
+        Self::start_with(bin, &[])
+    }
+
+    pub fn start_with(bin: &Path, env: &[(&'static str, String)]) -> Self {
+        let mut command = Command::new(bin);
+        command
+            .arg("--mcp")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        Self::spawn(command)
+    }
+
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        Wire {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send(&mut self, message: Value) {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends request `id` and returns its response (skipping notifications).
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        use std::io::BufRead as _;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
