@@ -1,9 +1,11 @@
 //! Loading a deployable package whose entrypoint binary is as large as a packaged tool
-//! binary (8 MiB, the goal's bound): the whole `Package::load` (the binary read in 1 MiB
-//! blocks and hashed as it is read, the other files, normalization, the framing)
-//! against a plain SHA-256 of the same binary already in memory, in the same run;
-//! prints the ratio and the hashing speed, and whether this CPU has the SHA extensions
-//! (`sha2` takes them through its runtime detection).
+//! binary (8 MiB, the goal's bound), as a running tool does (`Package::load_running`:
+//! the binary hashed with BLAKE3 through a memory map on every core, the other files,
+//! normalization, the framing) and as any other reader does (`Package::load`: the binary
+//! read in 1 MiB blocks), against a plain SHA-256 of the same binary already in memory
+//! (digest framing v1's content hash), in the same run; prints the ratios and speeds,
+//! and whether this CPU has the SHA extensions (`sha2` takes them through its runtime
+//! detection, so the baseline is SHA-256 at its fastest here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -38,6 +40,7 @@ fn main() {
     let out = dir.path().join("deployable");
     managed_evidence::tool::build_deployable(&source, &bin, &out).unwrap();
     let loaded = Package::load(&out).unwrap();
+    let entry = out.join(&loaded.manifest().entrypoint);
     println!(
         "deployable digest: {} MiB binary; SHA extensions on this CPU: {}",
         BINARY_BYTES >> 20,
@@ -48,6 +51,15 @@ fn main() {
     {
         let mut group = c.benchmark_group("deployable_digest");
         group.throughput(Throughput::Bytes(BINARY_BYTES as u64));
+        group.bench_function("package_load_running", |b| {
+            b.iter(|| {
+                black_box(
+                    Package::load_running(black_box(&out), &entry)
+                        .unwrap()
+                        .digest(),
+                )
+            })
+        });
         group.bench_function("package_load_streamed", |b| {
             b.iter(|| black_box(Package::load(black_box(&out)).unwrap().digest()))
         });
@@ -61,6 +73,14 @@ fn main() {
     let runs = 50;
     let t = Instant::now();
     for _ in 0..runs {
+        assert_eq!(
+            Package::load_running(&out, &entry).unwrap().digest(),
+            loaded.digest()
+        );
+    }
+    let running_s = t.elapsed().as_secs_f64() / f64::from(runs);
+    let t = Instant::now();
+    for _ in 0..runs {
         assert_eq!(Package::load(&out).unwrap().digest(), loaded.digest());
     }
     let load_s = t.elapsed().as_secs_f64() / f64::from(runs);
@@ -69,12 +89,16 @@ fn main() {
         black_box(Sha256::digest(black_box(&binary)));
     }
     let sha_s = t.elapsed().as_secs_f64() / f64::from(runs);
+    let gbps = |s: f64| BINARY_BYTES as f64 / s / 1e9;
     println!(
-        "deployable digest summary: Package::load {:.2} ms ({:.2} GB/s of binary); plain SHA-256 in memory {:.2} ms ({:.2} GB/s); ratio {:.2}x the baseline's time",
+        "deployable digest summary: Package::load_running {:.2} ms ({:.2} GB/s of binary, {:.2}x the baseline's time); Package::load {:.2} ms ({:.2} GB/s, {:.2}x); plain SHA-256 in memory {:.2} ms ({:.2} GB/s)",
+        running_s * 1e3,
+        gbps(running_s),
+        running_s / sha_s,
         load_s * 1e3,
-        BINARY_BYTES as f64 / load_s / 1e9,
+        gbps(load_s),
+        load_s / sha_s,
         sha_s * 1e3,
-        BINARY_BYTES as f64 / sha_s / 1e9,
-        load_s / sha_s
+        gbps(sha_s),
     );
 }

@@ -21,6 +21,9 @@ use crate::prometheus::{
 };
 use crate::{Connector, ConnectorError, HostAllowlist};
 
+// The HTTP connectors share one client setup (Manus imports it from here).
+pub(crate) use crate::tls::http_client;
+
 /// Characters escaped in a path segment filled from policy: everything but unreserved.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -207,24 +210,6 @@ impl ClinicConnector {
             client: http_client()?,
         })
     }
-}
-
-/// The HTTP client of the HTTP connectors: redirects are never followed; TLS is rustls
-/// with the `ring` provider and the platform's certificate verifier, given to the client
-/// whole, so the process needs no default provider and carries no other crypto library.
-pub(crate) fn http_client() -> Result<reqwest::Client, ConnectorError> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|builder| builder.with_platform_verifier())
-        .map_err(|e| ConnectorError::Config(format!("cannot set up TLS: {e}")))?
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(ConnectorError::from_reqwest)
 }
 
 #[async_trait]

@@ -8,6 +8,7 @@ mod error;
 mod manus;
 mod prometheus;
 mod reference;
+mod tls;
 #[cfg(feature = "wetech")]
 mod wetech;
 

@@ -40,14 +40,14 @@ fn framing_matches_its_documentation() {
     let mut sorted = files();
     sorted.sort_by(|a, b| a.path().as_bytes().cmp(b.path().as_bytes()));
     let mut h = Sha256::new();
-    h.update(b"evidence-package-digest/v1\0");
+    h.update(b"evidence-package-digest/v2\0");
     h.update((sorted.len() as u64).to_be_bytes());
     for f in &sorted {
         h.update((f.path().len() as u64).to_be_bytes());
         h.update(f.path().as_bytes());
         h.update([u8::from(f.is_executable())]);
         h.update((f.contents().unwrap().len() as u64).to_be_bytes());
-        h.update(Sha256::digest(f.contents().unwrap()));
+        h.update(blake3::hash(f.contents().unwrap()).as_bytes());
     }
     let canonical = package.manifest().canonical_json().unwrap();
     h.update(Sha256::digest(canonical.as_bytes()));
@@ -249,11 +249,11 @@ fn write_folder(root: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// A folder loads to the digest of its files whether the entrypoint is read from its
-/// path or from an open handle on that very file; the entrypoint binary is hashed, not
-/// held. A handle on another file (even one with the same bytes) is refused, so the
-/// digest always covers the file the handle runs.
+/// path or through another name of that very file (as `/proc/self/exe` names the
+/// running binary); the entrypoint binary is hashed, not held. Another file (even one
+/// with the same bytes) is refused, so the digest always covers the running file.
 #[test]
-fn a_running_entrypoint_is_hashed_from_its_own_open_file() {
+fn a_running_entrypoint_is_hashed_from_the_running_file_itself() {
     let root = tempfile::tempdir().unwrap();
     let dir = write_folder(root.path());
     let expected = digest(&manifest_json(Provider::Clinic, 1), files());
@@ -274,7 +274,9 @@ fn a_running_entrypoint_is_hashed_from_its_own_open_file() {
             .all(|f| f.contents().is_some())
     );
 
-    let running = std::fs::File::open(dir.join("bin/tool")).unwrap();
+    // A hard link elsewhere names the same file, as /proc/self/exe does.
+    let running = root.path().join("running");
+    std::fs::hard_link(dir.join("bin/tool"), &running).unwrap();
     assert_eq!(
         Package::load_running(&dir, &running).unwrap().digest(),
         expected
@@ -283,8 +285,7 @@ fn a_running_entrypoint_is_hashed_from_its_own_open_file() {
     // The same bytes in another file are not the running file.
     let copy = root.path().join("copy");
     std::fs::copy(dir.join("bin/tool"), &copy).unwrap();
-    let other = std::fs::File::open(&copy).unwrap();
-    let refused = Package::load_running(&dir, &other).unwrap_err();
+    let refused = Package::load_running(&dir, &copy).unwrap_err();
     assert!(
         refused
             .to_string()
@@ -292,8 +293,8 @@ fn a_running_entrypoint_is_hashed_from_its_own_open_file() {
         "{refused}"
     );
 
-    // Replaced by rename after the handle was opened: the handle still names the old
-    // file, which is no longer the folder's entrypoint.
+    // The entrypoint replaced by rename: the running file is no longer the folder's
+    // entrypoint.
     std::fs::rename(&copy, dir.join("bin/tool")).unwrap();
     assert!(Package::load_running(&dir, &running).is_err());
 }

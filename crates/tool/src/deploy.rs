@@ -5,7 +5,6 @@
 //! is not that folder's entrypoint; the digest it computes covers the file the process
 //! was started from, read once.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use evidence_package::{MANIFEST_FILE, Package};
@@ -95,7 +94,7 @@ pub fn own_package() -> Result<Package, ToolError> {
 pub(crate) fn running_package() -> Result<(Package, FolderStamp), ToolError> {
     let exe = std::env::current_exe()
         .map_err(|e| ToolError::io("locate the running binary", "/proc/self/exe", e))?;
-    let running = open_running(&exe)?;
+    let running = running_file(&exe);
     let exe = exe
         .canonicalize()
         .map_err(|e| ToolError::io("resolve the running binary", &exe, e))?;
@@ -112,7 +111,7 @@ pub(crate) fn running_package() -> Result<(Package, FolderStamp), ToolError> {
         })?;
     let stamp = FolderStamp::take(dir)?;
     // Deployable only: a source folder (no binary) does not load here.
-    let package = Package::load_running(dir, &running)?;
+    let package = Package::load_running(dir, running)?;
     let entry = dir.join(&package.manifest().entrypoint);
     let entry = entry
         .canonicalize()
@@ -126,15 +125,15 @@ pub(crate) fn running_package() -> Result<(Package, FolderStamp), ToolError> {
     Ok((package, stamp))
 }
 
-/// The file the process was started from, open: on Linux the kernel's own handle on it
-/// (`/proc/self/exe` names the executed inode even after its path is replaced).
-fn open_running(exe: &Path) -> Result<File, ToolError> {
-    let running = if cfg!(target_os = "linux") {
+/// A path that names the file the process was started from whatever happens to other
+/// paths: on Linux the kernel's own link to it (`/proc/self/exe` names the executed
+/// inode even after its path is replaced).
+fn running_file(exe: &Path) -> &Path {
+    if cfg!(target_os = "linux") {
         Path::new("/proc/self/exe")
     } else {
         exe
-    };
-    File::open(running).map_err(|e| ToolError::io("open the running binary", running, e))
+    }
 }
 
 fn create_dir(dir: &Path) -> Result<(), ToolError> {

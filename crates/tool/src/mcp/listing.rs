@@ -48,12 +48,20 @@ const STANDARD_FORMATS: [&str; 19] = [
 
 /// The JSON Schema (draft 2020-12) of a result's `details`, which is the
 /// `structuredContent` of every `tools/call` result: the tool's `outputSchema`.
-/// Committed as `schemas/tool-details.schema.json`. Non-standard `format` annotations
-/// are left out (the integer bounds they stand for are kept as `minimum`/`maximum`).
+/// Committed as `schemas/tool-details.schema.json`. Shaped for the clients that check
+/// every result against it (the official SDKs do): every subschema inline (no `$ref`
+/// to resolve per value), an `anyOf` of bare types written as one `type` list (a table
+/// cell is checked once, not against five alternatives), and non-standard `format`
+/// annotations left out (the integer bounds they stand for are kept as
+/// `minimum`/`maximum`). It accepts exactly what the schema of `details` accepts.
 pub fn details_output_schema() -> schemars::Schema {
+    use schemars::generate::SchemaSettings;
     use schemars::transform::{RecursiveTransform, Transform as _};
-    let mut schema = schemars::schema_for!(Details);
-    let mut standard_formats_only = RecursiveTransform(|schema: &mut schemars::Schema| {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<Details>();
+    let mut for_clients = RecursiveTransform(|schema: &mut schemars::Schema| {
         let non_standard = schema
             .get("format")
             .and_then(Value::as_str)
@@ -61,9 +69,43 @@ pub fn details_output_schema() -> schemars::Schema {
         if non_standard {
             schema.remove("format");
         }
+        let typed = schema.get("type").is_some();
+        if let Some(types) = schema.get("anyOf").and_then(bare_types).filter(|_| !typed) {
+            schema.remove("anyOf");
+            schema.insert("type".to_owned(), types);
+        }
     });
-    standard_formats_only.transform(&mut schema);
+    for_clients.transform(&mut schema);
     schema
+}
+
+/// The one `type` list an `anyOf` stands for, when every alternative only names a type
+/// (a description aside): `integer` alternatives, bounded or not, are left out when an
+/// unbounded `number` alternative already admits them. `None` for any other `anyOf`.
+fn bare_types(any_of: &Value) -> Option<Value> {
+    let alternatives = any_of.as_array()?;
+    let mut types: Vec<&str> = Vec::new();
+    let mut integers = Vec::new();
+    for alternative in alternatives {
+        let object = alternative.as_object()?;
+        let ty = object.get("type")?.as_str()?;
+        let constrained = object.keys().any(|k| k != "type" && k != "description");
+        match (ty, constrained) {
+            ("integer", _) => integers.push(constrained),
+            (_, true) => return None,
+            (ty, false) => types.push(ty),
+        }
+    }
+    if !integers.is_empty() && !types.contains(&"number") {
+        // Integers are kept as their own alternatives only unbounded and alone.
+        if integers.iter().any(|c| *c) {
+            return None;
+        }
+        types.push("integer");
+    }
+    types.sort_unstable();
+    types.dedup();
+    Some(Value::from(types))
 }
 
 fn object_of(value: Value, what: &str) -> Result<JsonObject, ToolError> {
@@ -100,4 +142,40 @@ pub fn tool_listing(package: &Package) -> Result<McpTool, ToolError> {
     )
     .with_raw_output_schema(Arc::new(output))
     .with_annotations(annotations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_any_of_of_bare_types_is_one_type_list_and_nothing_else_is() {
+        // A table cell: null, string, bounded and unbounded integers, a number.
+        let cell = json!([{"type": "null"}, {"type": "string", "description": "label"},
+            {"type": "integer", "minimum": 0}, {"type": "integer"},
+            {"type": "number", "description": "figure"}]);
+        assert_eq!(bare_types(&cell), Some(json!(["null", "number", "string"])));
+        assert_eq!(
+            bare_types(&json!([{"type": "integer"}, {"type": "null"}])),
+            Some(json!(["integer", "null"]))
+        );
+        // A bounded integer without a number to admit it, a constrained string, an
+        // object or a reference keep their `anyOf`.
+        for kept in [
+            json!([{"type": "integer", "minimum": 0}, {"type": "null"}]),
+            json!([{"type": "string", "maxLength": 3}, {"type": "null"}]),
+            json!([{"type": "object", "properties": {}}, {"type": "null"}]),
+            json!([{"$ref": "#/$defs/X"}, {"type": "null"}]),
+        ] {
+            assert_eq!(bare_types(&kept), None, "{kept}");
+        }
+    }
+
+    #[test]
+    fn the_output_schema_has_no_reference_to_resolve() {
+        let text = serde_json::to_string(&details_output_schema()).unwrap();
+        assert!(!text.contains("$ref"), "{text}");
+        assert!(!text.contains("$defs"));
+    }
 }
