@@ -146,7 +146,7 @@ fn is_text_address(token: &str) -> bool {
 /// same address and purpose give the same reference in every answer sealed with the
 /// same key (the memo here only saves work). If sealing fails, labels fail
 /// the compaction and text gets a fixed marker: an address is never passed through.
-pub(crate) struct AddressSealer<'a> {
+pub struct AddressSealer<'a> {
     keys: &'a ReferenceKeyRing,
     target: &'a str,
     package: &'a str,
@@ -165,12 +165,9 @@ impl std::fmt::Debug for AddressSealer<'_> {
 }
 
 impl<'a> AddressSealer<'a> {
-    pub(crate) fn new(
-        keys: &'a ReferenceKeyRing,
-        target: &'a str,
-        package: &'a str,
-        now: i64,
-    ) -> Self {
+    /// A sealer for one target and package with `keys`' current key, valid at `now`
+    /// (Unix seconds).
+    pub fn new(keys: &'a ReferenceKeyRing, target: &'a str, package: &'a str, now: i64) -> Self {
         AddressSealer {
             keys,
             target,
@@ -208,7 +205,7 @@ impl<'a> AddressSealer<'a> {
     }
 
     /// Free text with every address replaced.
-    pub(crate) fn text(&self, text: &str) -> String {
+    pub fn text(&self, text: &str) -> String {
         let labelled = LABEL_PAIR.replace_all(text, |c: &Captures<'_>| {
             let value = self
                 .value(&c[1], &c[3])

@@ -33,6 +33,7 @@ pub use wetech::{
 pub mod internal {
     use evidence_result::{ErrorCode, FailureClass};
 
+    pub use crate::address::AddressSealer;
     pub use crate::prometheus::{
         Compaction, FORM_CONTENT_TYPE, KeepLabels, LabelSanitizer, QueryRange, QueryRangeResponse,
         REDACTED, RawResponse, Redactor, ResponseMapper, ResponseStatus, Series, fetch,
