@@ -419,13 +419,7 @@ fn manus_row(runtime: &tokio::runtime::Runtime, tokens: &dyn Fn(&str) -> usize) 
     let digest =
         RequestDigest::of(&serde_json::json!({"expr": query.expr, "window": window})).unwrap();
 
-    let clinic_compaction = Compaction::new(TOP_K)
-        .with_unit("cores")
-        .with_expr(query.expr)
-        .with_window(window);
-    let clinic_evidence = ResponseMapper::new(Provider::Clinic, Redactor::default())
-        .evidence(&raw, &clinic_compaction, &KeepLabels)
-        .unwrap();
+    let clinic_evidence = tidb_cpu_evidence(&raw, Provider::Clinic, query.expr, &KeepLabels);
     let clinic = result_text(
         Details::batch(
             origin(PackageId::clinic(), Provider::Clinic),
@@ -437,13 +431,8 @@ fn manus_row(runtime: &tokio::runtime::Runtime, tokens: &dyn Fn(&str) -> usize) 
     let keys = ReferenceKeyRing::new("bench", [7u8; 32]).unwrap();
     let package = PackageId::manus();
     let sealer = AddressSealer::new(&keys, "vida", package.as_str(), 0);
-    let manus_compaction = Compaction::new(TOP_K)
-        .with_unit("cores")
-        .with_expr(sealer.text(query.expr))
-        .with_window(window);
-    let manus_evidence = ResponseMapper::new(Provider::Manus, Redactor::default())
-        .evidence(&raw, &manus_compaction, &sealer)
-        .unwrap();
+    let manus_evidence =
+        tidb_cpu_evidence(&raw, Provider::Manus, &sealer.text(query.expr), &sealer);
     let reference_len = manus_evidence.series[0].labels["instance"].len();
     let manus = result_text(Details::success(
         origin(PackageId::manus(), Provider::Manus),
@@ -463,6 +452,23 @@ fn manus_row(runtime: &tokio::runtime::Runtime, tokens: &dyn Fn(&str) -> usize) 
         manus: (manus.len(), tokens(&manus)),
         reference_len,
     }
+}
+
+/// The compact evidence of a `tidb_cpu` answer (top 10, `cores`), labels through
+/// `sanitizer`.
+fn tidb_cpu_evidence(
+    raw: &managed_evidence::connectors::internal::RawResponse,
+    provider: Provider,
+    expr: &str,
+    sanitizer: &dyn managed_evidence::connectors::internal::LabelSanitizer,
+) -> Evidence {
+    let compaction = Compaction::new(TOP_K)
+        .with_unit("cores")
+        .with_expr(expr)
+        .with_window(window_of(&support::TIDB_CPU));
+    ResponseMapper::new(provider, Redactor::default())
+        .evidence(raw, &compaction, sanitizer)
+        .unwrap()
 }
 
 /// Tokens of a result text other than its series rows.
@@ -491,13 +497,7 @@ fn overhead_row(
     let raw = tidb_cpu_body(runtime, prometheus);
     let query = support::TIDB_CPU;
     let window = window_of(&query);
-    let compaction = Compaction::new(TOP_K)
-        .with_unit("cores")
-        .with_expr(query.expr)
-        .with_window(window);
-    let evidence = ResponseMapper::new(Provider::Wetech, Redactor::default())
-        .evidence(&raw, &compaction, &KeepLabels)
-        .unwrap();
+    let evidence = tidb_cpu_evidence(&raw, Provider::Wetech, query.expr, &KeepLabels);
     let digest =
         RequestDigest::of(&serde_json::json!({"expr": query.expr, "window": window})).unwrap();
     let after_text = result_text(Details::success(
