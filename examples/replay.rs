@@ -537,6 +537,21 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "queryId": "vida_top_instance_cpu", "expr": "rate(process_cpu_seconds_total{job=\"tidb\"}[1m])", "step": "15s", "instanceRef": reference
     })).await?;
     println!("  call 2 (instanceRef passed back): {}", describe(&r));
+    let named = r
+        .details()
+        .evidence
+        .as_ref()
+        .and_then(|e| e.series.first())
+        .and_then(|s| s.labels.get("instance"))
+        .cloned()
+        .ok_or("the follow-up carries no instance reference")?;
+    if named != reference {
+        return Err("the follow-up names the instance under another reference".into());
+    }
+    println!(
+        "  call 2 names its instance {}... : the same reference as call 1 (deterministic sealing)",
+        named.chars().take(24).collect::<String>()
+    );
     handoffs.push(("manus-vida", session.finish()?));
 
     // ---- Wetech: unit rejection corrected in the same turn ----

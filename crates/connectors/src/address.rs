@@ -34,9 +34,10 @@ static LABEL_PAIR: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Address-shaped tokens in free text: a bracketed IPv6 address with an optional port,
-/// an IPv4 address with an optional port, a dotted host name (or `localhost`) with a
-/// port, or a run of hex digits, dots and at least two colons (a bare IPv6 address).
-/// Every candidate is validated before it is replaced.
+/// an IPv4 address with an optional port, a dotted host name with or without a port
+/// (and a trailing dot), a dotted host name (or `localhost`) with a port, or a run of
+/// hex digits, dots and at least two colons (a bare IPv6 address). Every candidate is
+/// validated before it is replaced.
 #[expect(
     clippy::expect_used,
     reason = "constant pattern, exercised by the unit tests"
@@ -45,6 +46,7 @@ static ADDRESS_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"\[[0-9A-Fa-f:.%a-zA-Z]+\](?::[0-9]{1,5})?",
         r"|(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?::[0-9]{1,5})?",
+        r"|\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{0,61}[A-Za-z0-9]\.?(?::[0-9]{1,5})?",
         r"|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?:[0-9]{1,5}",
         r"|\blocalhost:[0-9]{1,5}",
         r"|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f.:]*",
@@ -52,8 +54,18 @@ static ADDRESS_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid address pattern")
 });
 
-/// True when a label value is an address: an IP address (v4 or v6, with or without a
-/// port, IPv6 bracketed when it has one) or `host:port` with a DNS-style host name.
+/// True when a label value is an address. The shape, whatever the label:
+/// - an IP address: IPv4 or IPv6, with or without a port, IPv6 bracketed when it has
+///   one (`[2001:db8::1]` alone counts too);
+/// - `host:port` with a DNS-style host name of one or more labels (`node:9100`,
+///   `localhost:9090`, `tidb-07.saas01.svc:10080`);
+/// - a dotted host name without a port ([`is_dotted_host_name`]:
+///   `tidb-07.saas01.svc`, `TIDB-07.SaaS01.svc.`, `tidb-07.saas01`).
+///
+/// A bare single-label name without a port (`tidb-07`, `localhost`, `SaaS01`) is not
+/// an address: it names a pod or a role, the same words labels without addresses use.
+/// `host:port/path` and `user@host` are not addresses as a whole; the addresses inside
+/// them are found and sealed by the text scan, which keeps the path and the user.
 pub(crate) fn is_address(value: &str) -> bool {
     if value.parse::<IpAddr>().is_ok() || value.parse::<SocketAddr>().is_ok() {
         return true;
@@ -63,6 +75,22 @@ pub(crate) fn is_address(value: &str) -> bool {
     }
     match value.rsplit_once(':') {
         Some((host, port)) => is_port(port) && is_host_name(host),
+        None => is_dotted_host_name(value),
+    }
+}
+
+/// A host name of at least two labels whose last label starts with a letter and has at
+/// least two characters (`tidb-07.saas01.svc`, `a.bc`, with an optional trailing dot,
+/// any case), so numbers (`0.5`, `1.5e3`), versions (`v7.5.1`) and abbreviations (`e.g`)
+/// are not host names.
+fn is_dotted_host_name(value: &str) -> bool {
+    let name = value.strip_suffix('.').unwrap_or(value);
+    match name.rsplit_once('.') {
+        Some((_, last)) => {
+            last.len() >= 2
+                && last.starts_with(|c: char| c.is_ascii_alphabetic())
+                && is_host_name(name)
+        }
         None => false,
     }
 }
@@ -74,8 +102,10 @@ fn is_port(port: &str) -> bool {
         && port.parse::<u16>().is_ok()
 }
 
-/// A DNS-style host name with at least one letter (so `12:30` is not an address).
-fn is_host_name(host: &str) -> bool {
+/// A DNS-style host name with at least one letter (so `12:30` is not an address), with
+/// an optional trailing dot.
+pub(crate) fn is_host_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
     !host.is_empty()
         && host.len() <= 253
         && host.bytes().any(|b| b.is_ascii_alphabetic())
@@ -112,14 +142,15 @@ fn is_text_address(token: &str) -> bool {
 /// text (error text, warnings, the expression that ran).
 ///
 /// The reference's purpose is the label it came from, so only a reference made from an
-/// `instance` label can be passed back as `instanceRef`. Within one sealer the same
-/// address and purpose always give the same reference. If sealing fails, labels fail
+/// `instance` label can be passed back as `instanceRef`. Sealing is deterministic: the
+/// same address and purpose give the same reference in every answer sealed with the
+/// same key (the memo here only saves work). If sealing fails, labels fail
 /// the compaction and text gets a fixed marker: an address is never passed through.
-pub(crate) struct AddressSealer<'a> {
+pub struct AddressSealer<'a> {
     keys: &'a ReferenceKeyRing,
     target: &'a str,
     package: &'a str,
-    expires_at: i64,
+    now: i64,
     sealed: Mutex<HashMap<(String, String), String>>,
 }
 
@@ -128,23 +159,20 @@ impl std::fmt::Debug for AddressSealer<'_> {
         f.debug_struct("AddressSealer")
             .field("target", &self.target)
             .field("package", &self.package)
-            .field("expires_at", &self.expires_at)
+            .field("now", &self.now)
             .finish_non_exhaustive()
     }
 }
 
 impl<'a> AddressSealer<'a> {
-    pub(crate) fn new(
-        keys: &'a ReferenceKeyRing,
-        target: &'a str,
-        package: &'a str,
-        expires_at: i64,
-    ) -> Self {
+    /// A sealer for one target and package with `keys`' current key, valid at `now`
+    /// (Unix seconds).
+    pub fn new(keys: &'a ReferenceKeyRing, target: &'a str, package: &'a str, now: i64) -> Self {
         AddressSealer {
             keys,
             target,
             package,
-            expires_at,
+            now,
             sealed: Mutex::new(HashMap::new()),
         }
     }
@@ -160,7 +188,7 @@ impl<'a> AddressSealer<'a> {
             package: self.package,
             purpose,
         };
-        let reference = self.keys.seal(address, scope, self.expires_at)?;
+        let reference = self.keys.seal(address, scope, self.now)?;
         cache.insert(key, reference.clone());
         Ok(reference)
     }
@@ -177,7 +205,7 @@ impl<'a> AddressSealer<'a> {
     }
 
     /// Free text with every address replaced.
-    pub(crate) fn text(&self, text: &str) -> String {
+    pub fn text(&self, text: &str) -> String {
         let labelled = LABEL_PAIR.replace_all(text, |c: &Captures<'_>| {
             let value = self
                 .value(&c[1], &c[3])
@@ -265,6 +293,13 @@ mod tests {
             "tidb-07.saas01.svc:10080",
             "localhost:9090",
             "node:9100",
+            // Host names without a port, and their neighbours.
+            "node-130.saas02.svc",
+            "tidb-07.saas01.svc.",
+            "TIDB-07.SAAS01.SVC",
+            "tidb-07.saas01",
+            "tidb-07.saas01.svc.cluster.local",
+            "tidb-07.saas01.svc.:10080",
         ] {
             assert!(is_address(yes), "{yes}");
         }
@@ -273,7 +308,14 @@ mod tests {
             "SaaS02",
             "12:30",
             "0.5",
-            "node-130.saas02.svc",
+            "1.5e3",
+            "v7.5.1",
+            "e.g",
+            "tidb-07",
+            "localhost",
+            "tidb-07.saas01.svc:10080/metrics",
+            "root@tidb-07.saas01.svc",
+            "[2001:db8::1]/64",
             "a b:1",
             "x:99999",
             "",
@@ -356,6 +398,60 @@ mod tests {
         assert!(url.ends_with("/prometheus/api/v1/query_range\": connection refused"));
     }
 
+    /// The neighbours of the address shape, in a label without addresses of its own:
+    /// the address inside is sealed, the rest of the value kept.
+    #[test]
+    fn addresses_inside_values_are_sealed_and_the_rest_kept() {
+        let keys = keys();
+        let sealer = AddressSealer::new(&keys, "vida", PACKAGE, 100);
+        for (value, address, rest) in [
+            ("tidb-07.saas01.svc", "tidb-07.saas01.svc", ("", "")),
+            ("tidb-07.saas01.svc.", "tidb-07.saas01.svc.", ("", "")),
+            ("TIDB-07.SaaS01.SVC", "TIDB-07.SaaS01.SVC", ("", "")),
+            ("[2001:db8::1]", "[2001:db8::1]", ("", "")),
+            (
+                "tidb-07.saas01.svc:10080/metrics",
+                "tidb-07.saas01.svc:10080",
+                ("", "/metrics"),
+            ),
+            (
+                "root@tidb-07.saas01.svc",
+                "tidb-07.saas01.svc",
+                ("root@", ""),
+            ),
+            ("root@10.21.1.17", "10.21.1.17", ("root@", "")),
+            (
+                "http://tidb-07.saas01.svc/status",
+                "tidb-07.saas01.svc",
+                ("http://", "/status"),
+            ),
+        ] {
+            let mut labels = BTreeMap::from([("hostname".to_owned(), value.to_owned())]);
+            sealer.sanitize(&mut labels).unwrap();
+            let sealed = &labels["hostname"];
+            let (before, after) = rest;
+            let inner = sealed
+                .strip_prefix(before)
+                .and_then(|v| v.strip_suffix(after))
+                .unwrap_or_else(|| panic!("{value}: {sealed}"));
+            let purpose = if inner.len() == sealed.len() {
+                "hostname"
+            } else {
+                TEXT_PURPOSE
+            };
+            assert_eq!(open(&keys, purpose, inner), address, "{value}");
+            // In free text too.
+            let text = sealer.text(&format!("connect to {value} failed"));
+            assert!(!text.contains(address), "{value}: {text}");
+        }
+        // A bare single-label name is no address: kept, like any other word.
+        for word in ["tidb-07", "localhost", "SaaS01", "v7.5.1", "e.g", "0.5"] {
+            let mut labels = BTreeMap::from([("hostname".to_owned(), word.to_owned())]);
+            sealer.sanitize(&mut labels).unwrap();
+            assert_eq!(labels["hostname"], word);
+        }
+    }
+
     fn address() -> impl Strategy<Value = String> {
         prop_oneof![
             any::<Ipv4Addr>().prop_map(|a| a.to_string()),
@@ -367,11 +463,13 @@ mod tests {
                 1u16..
             )
                 .prop_map(|(h, p)| format!("{h}:{p}")),
+            // Host names without a port, any case, with or without a trailing dot.
+            "[a-zA-Z][a-zA-Z0-9-]{0,10}[a-zA-Z0-9](\\.[a-zA-Z][a-zA-Z0-9]{1,8}){1,3}\\.?",
         ]
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(1000))]
 
         /// No address survives: not in label values (whatever the label), not in free
         /// text wherever it sits; `instance` references open to the original.

@@ -3,6 +3,7 @@
 mod address;
 mod clinic;
 mod codes;
+mod compact_address;
 mod connector;
 mod error;
 mod manus;
@@ -15,7 +16,7 @@ mod wetech;
 pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
 pub use connector::{Connector, HostAllowlist};
 pub use error::ConnectorError;
-pub use manus::{DEFAULT_REFERENCE_TTL, ManusConfig, ManusConnector, ManusSecrets};
+pub use manus::{ManusConfig, ManusConnector, ManusSecrets};
 pub use prometheus::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, EVALUATION_TIMEOUT_MARGIN,
     MAX_HELD_BYTES, MAX_TRACKED_SERIES, RETAINED_BODY_BYTES, ResponseLimits,
@@ -33,6 +34,7 @@ pub use wetech::{
 pub mod internal {
     use evidence_result::{ErrorCode, FailureClass};
 
+    pub use crate::address::AddressSealer;
     pub use crate::prometheus::{
         Compaction, FORM_CONTENT_TYPE, KeepLabels, LabelSanitizer, QueryRange, QueryRangeResponse,
         REDACTED, RawResponse, Redactor, ResponseMapper, ResponseStatus, Series, fetch,

@@ -24,9 +24,6 @@ use crate::prometheus::{
 use crate::reference::{ReferenceKeyRing, ReferenceScope};
 use crate::{Connector, ConnectorError, HostAllowlist};
 
-/// How long a reference returned to the model stays valid by default: one hour.
-pub const DEFAULT_REFERENCE_TTL: Duration = Duration::from_secs(3600);
-
 /// The largest session bootstrap answer read.
 const SESSION_MAX_BYTES: usize = 64 * 1024;
 
@@ -50,8 +47,6 @@ pub struct ManusConfig {
     /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
     /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
-    /// How long a returned reference stays valid.
-    pub reference_ttl: Duration,
 }
 
 impl ManusConfig {
@@ -72,7 +67,6 @@ impl ManusConfig {
             session_header: Self::DEFAULT_SESSION_HEADER.to_owned(),
             limits: ResponseLimits::default(),
             evaluation_timeout: None,
-            reference_ttl: DEFAULT_REFERENCE_TTL,
         }
     }
 
@@ -86,12 +80,6 @@ impl ManusConfig {
     /// Replaces the limits.
     pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
         self.limits = limits;
-        self
-    }
-
-    /// Replaces the reference lifetime.
-    pub fn with_reference_ttl(mut self, ttl: Duration) -> Self {
-        self.reference_ttl = ttl;
         self
     }
 
@@ -207,8 +195,9 @@ impl ManusSecrets {
 /// secrets; any failure, a 401 included, is `session_bootstrap`: the session step is
 /// shared, so the turn stops), then one `query_range` with the session header. In the
 /// result, every instance address (the `instance` label, any label value or text that is
-/// an address) is replaced by a reference sealed for this target, package and label,
-/// valid for [`ManusConfig::reference_ttl`].
+/// an address) is replaced by a reference sealed for this target, package and label:
+/// the same address always gets the same reference while the current key seals, and a
+/// reference opens while its key is listed and unexpired.
 #[derive(Debug, Clone)]
 pub struct ManusConnector {
     client: reqwest::Client,
@@ -332,13 +321,7 @@ impl Connector for ManusConnector {
         let builder = range
             .post(&self.client, query_url)
             .header(header, session_value);
-        let ttl = i64::try_from(config.reference_ttl.as_secs()).unwrap_or(i64::MAX);
-        let sealer = AddressSealer::new(
-            &secrets.reference_keys,
-            target.as_str(),
-            package,
-            now.saturating_add(ttl),
-        );
+        let sealer = AddressSealer::new(&secrets.reference_keys, target.as_str(), package, now);
         let mut compaction = Compaction::new(request.scope.series_kept)
             .with_expr(sealer.text(&expr))
             .with_window(window);

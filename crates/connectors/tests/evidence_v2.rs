@@ -76,7 +76,7 @@ async fn one_query_results_are_small_and_state_the_answer() {
         let (instance, peak) = raw_top(&raw.body);
         let v: Value = serde_json::from_str(text).unwrap();
         let e = &v["items"][0]["evidence"];
-        assert_eq!(e["format"], "compact_v2");
+        assert_eq!(e["format"], "compact_v3");
         let labels = e["series"]["labels"].as_array().unwrap();
         let stats = e["series"]["stats"].as_array().unwrap();
         let row = e["series"]["rows"][0].as_array().unwrap();

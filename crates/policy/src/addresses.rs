@@ -21,6 +21,10 @@
 //!   nor an allowlisted one. The arguments must be string literals.
 //! - `absent` and `absent_over_time` turn their `=` matchers into output labels, so
 //!   those values have no address character on any label.
+//! - `sort_by_label` and `sort_by_label_desc` order only by allowlisted labels: ordering
+//!   rows by a label that may carry addresses would tell the addresses' relative order
+//!   through the order of their references (the answer keeps the order of rows with
+//!   equal peaks), so it is refused before anything is sent.
 //!
 //! Every label value an expression writes is then built from allowlisted values and
 //! literals without address characters (or is a number, for `count_values`), so none
@@ -280,6 +284,20 @@ fn check_call(name: &str, args: &[Box<Expr>], free: &Free<'_>) -> Result<(), Add
                 .skip(3)
                 .try_for_each(|src| check_read(name, src, free))
         }
+        // sort_by_label(v, label...): orders only by labels without addresses.
+        "sort_by_label" | "sort_by_label_desc" => args.iter().skip(1).try_for_each(|arg| {
+            match string_literal(arg) {
+                Some(l) if free.readable(l) => Ok(()),
+                Some(l) => rewrite(
+                    name,
+                    format!(
+                        "it orders by `{l}`, a label that {} carry addresses, which would tell their order",
+                        if is_address_label(l) { "does" } else { "may" }
+                    ),
+                ),
+                None => rewrite(name, "the labels it orders by must be string literals".to_owned()),
+            }
+        }),
         // Every selector under the argument, parentheses and subqueries included
         // (more than Prometheus reads labels from, never less).
         "absent" | "absent_over_time" => args.iter().try_for_each(|arg| {
@@ -400,6 +418,10 @@ mod tests {
             r#"absent_over_time(nope{peer="[::1]"}[5m])"#,
             r#"absent_over_time((nope{le="0.5"})[5m:1m])"#,
             r#"sum(label_replace(up, "x", "$1", "host_ip", "(.*)"))"#,
+            r#"sort_by_label(up, "instance")"#,
+            r#"sort_by_label_desc(up, "job", "host_ip")"#,
+            r#"sort_by_label(up, "hostname")"#,
+            r#"sum(sort_by_label_desc(up, "peer"))"#,
         ] {
             assert!(is_rewrite(e), "{e}");
         }
@@ -410,7 +432,8 @@ mod tests {
             r#"count_values("value", up)"#,
             r#"absent(nope{job="tidb",le!="0.5"})"#,
             r#"sum by (instance) (rate(x[1m])) / on (instance) group_left (host_ip) y"#,
-            r#"sort_by_label(up, "instance")"#,
+            r#"sort_by_label(up, "job", "cluster_id")"#,
+            r#"sort_by_label_desc(up, "mode")"#,
             r#"count without (instance, host_ip) (up)"#,
         ] {
             assert_eq!(check(e), Ok(()), "{e}");

@@ -44,56 +44,77 @@ impl fmt::Debug for Digest {
 impl FromStr for Digest {
     type Err = ResultError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || ResultError::InvalidDigest(s.to_owned());
-        let hex_part = s.strip_prefix("sha256:").ok_or_else(bad)?;
-        if hex_part.len() != 64
-            || !hex_part
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(bad());
+        s.strip_prefix("sha256:")
+            .and_then(lower_hex)
+            .map(Digest::Sha256)
+            .ok_or_else(|| ResultError::InvalidDigest(s.to_owned()))
+    }
+}
+
+/// `N` bytes written as exactly `2 N` lower-case hex digits.
+fn lower_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; N];
+    hex::decode_to_slice(text, &mut out).ok()?;
+    Some(out)
+}
+
+/// `TryFrom<String>` and `From<.. for String>` through `FromStr` and `Display` (for
+/// serde's `try_from`/`into`), and the JSON Schema of the string: `$pattern`,
+/// described as `$description`.
+macro_rules! digest_text {
+    ($ty:ident, $pattern:literal, $description:literal) => {
+        impl TryFrom<String> for $ty {
+            type Error = ResultError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                value.parse()
+            }
         }
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(hex_part, &mut out).map_err(|_| bad())?;
-        Ok(Digest::Sha256(out))
-    }
+
+        impl From<$ty> for String {
+            fn from(value: $ty) -> Self {
+                value.to_string()
+            }
+        }
+
+        impl JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "pattern": $pattern,
+                    "description": $description
+                })
+            }
+        }
+    };
 }
 
-impl TryFrom<String> for Digest {
-    type Error = ResultError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        value.parse()
-    }
-}
+digest_text!(
+    Digest,
+    "^sha256:[0-9a-f]{64}$",
+    "SHA-256 digest: 'sha256:' and 64 lower-case hex digits"
+);
 
-impl From<Digest> for String {
-    fn from(value: Digest) -> Self {
-        value.to_string()
-    }
-}
-
-impl JsonSchema for Digest {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Digest".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^sha256:[0-9a-f]{64}$",
-            "description": "SHA-256 digest: 'sha256:' and 64 lower-case hex digits"
-        })
-    }
-}
-
-/// The digest of a canonical locked request: `sha256:` + hex of the SHA-256 of the
-/// request's canonical JSON (RFC 8785, JSON Canonicalization Scheme).
+/// The digest of a canonical locked request as the model, the materializer and the
+/// audit record see it: the first 128 bits of the SHA-256 of the request's canonical
+/// JSON (RFC 8785, JSON Canonicalization Scheme), written as 32 lower-case hex digits.
 ///
-/// Identical for an unchanged retry, different after any change of the request.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(transparent)]
-pub struct RequestDigest(Digest);
+/// Identical for an unchanged retry, different after any change of the request. 128
+/// bits spot an unchanged retry as surely as 256 (a collision takes about 2^64 tries)
+/// at half the characters a model reads per item; anyone holding the canonical request
+/// recomputes its SHA-256 and compares the first half.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RequestDigest([u8; 16]);
 
 impl RequestDigest {
     /// The digest of a serializable request in canonical JSON.
@@ -101,33 +122,50 @@ impl RequestDigest {
     /// Field order and map order of the input do not matter; any change of a value does.
     pub fn of<T: Serialize + ?Sized>(request: &T) -> Result<Self, ResultError> {
         let canonical = canonical_json(request)?;
-        Ok(RequestDigest(Digest::sha256(canonical.as_bytes())))
+        Ok(RequestDigest::from(Digest::sha256(canonical.as_bytes())))
     }
 
-    /// The underlying digest.
-    pub fn digest(&self) -> Digest {
-        self.0
+    /// The 16 bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
     }
 }
 
+/// The first 128 bits of a SHA-256 digest.
 impl From<Digest> for RequestDigest {
     fn from(value: Digest) -> Self {
-        RequestDigest(value)
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&value.as_bytes()[..16]);
+        RequestDigest(out)
     }
 }
 
 impl fmt::Display for RequestDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for RequestDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl FromStr for RequestDigest {
     type Err = ResultError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse().map(RequestDigest)
+        lower_hex(s)
+            .map(RequestDigest)
+            .ok_or_else(|| ResultError::InvalidDigest(s.to_owned()))
     }
 }
+
+digest_text!(
+    RequestDigest,
+    "^[0-9a-f]{32}$",
+    "The first 128 bits of the SHA-256 of the canonical locked request: 32 lower-case hex digits"
+);
 
 /// Canonical JSON (RFC 8785) of a serializable value.
 pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, ResultError> {
@@ -155,6 +193,25 @@ mod tests {
         );
         let upper = d.to_string().to_uppercase().replace("SHA256", "sha256");
         assert!(upper.parse::<Digest>().is_err());
+    }
+
+    #[test]
+    fn request_digest_is_the_first_half_of_the_sha256() {
+        let d = RequestDigest::from(Digest::sha256(b"abc"));
+        assert_eq!(d.to_string(), "ba7816bf8f01cfea414140de5dae2223");
+        assert_eq!(d.to_string().parse::<RequestDigest>().unwrap(), d);
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            r#""ba7816bf8f01cfea414140de5dae2223""#
+        );
+        for bad in [
+            "sha256:ba7816bf8f01cfea414140de5dae2223",
+            "BA7816BF8F01CFEA414140DE5DAE2223",
+            "ba7816bf8f01cfea414140de5dae222",
+            "ba7816bf8f01cfea414140de5dae2223b0",
+        ] {
+            assert!(bad.parse::<RequestDigest>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Compact evidence, contract version `compact_v2`: what one successful query returned,
+//! Compact evidence, contract version `compact_v3`: what one successful query returned,
 //! in as few tokens as keep every fact.
 //!
 //! Every figure has four significant digits ([`Figure`]), times are whole seconds, the
@@ -8,7 +8,12 @@
 //! returned series, kept or not: non-finite point counts ([`NonFiniteCounts`]) and the
 //! spread of per-series peaks ([`PeakSpread`]); the statistics of series beyond the top
 //! k stay out. The superseded version 1 (no `format` field, full-precision floats, one
-//! object per series) is not read.
+//! object per series) and version 2 are not read.
+//!
+//! Version 3 cut what did not help a model read the answer: the peak's time is seconds
+//! after the window's start (`peak_after_start_s`, three or four digits instead of ten;
+//! the start is stated once in `window`), and `non_finite` is left out when every point
+//! is finite (its absence reads as zero, since it is stated whenever one is not).
 
 use std::collections::BTreeMap;
 
@@ -22,9 +27,10 @@ use crate::{NonFiniteCounts, PeakSpread, SeriesSummary};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EvidenceFormat {
-    /// Version 2: four significant digits, common labels once, a series table,
-    /// result-level non-finite counts and peak spread.
-    CompactV2,
+    /// Version 3: four significant digits, common labels once, a series table with the
+    /// peak's time after the window's start, result-level non-finite counts (stated
+    /// only when not zero) and peak spread.
+    CompactV3,
 }
 
 /// Whether a query returned any series. `no_data` is never a zero value: the objective
@@ -50,7 +56,7 @@ pub struct EvidenceWindow {
     pub step_seconds: u64,
 }
 
-/// The complete compact evidence of one successful query (contract `compact_v2`).
+/// The complete compact evidence of one successful query (contract `compact_v3`).
 ///
 /// In Rust every kept series carries its full label set; the JSON states the
 /// `common_labels` once and leaves them out of the series rows.
@@ -89,7 +95,7 @@ pub struct Evidence {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename = "Evidence")]
 struct EvidenceWire {
-    /// Contract version: `compact_v2`.
+    /// Contract version: `compact_v3`.
     format: EvidenceFormat,
     /// `data`, or `no_data` (never a zero).
     outcome: EvidenceOutcome,
@@ -107,7 +113,7 @@ struct EvidenceWire {
     /// Number of points over all series.
     point_count: u64,
     /// `NaN`/`Inf` points and the series holding them, over every returned series (kept
-    /// or not).
+    /// or not); stated only when there are some (absent reads as zero for `data`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     non_finite: Option<NonFiniteCounts>,
     /// Min, median, 90th percentile and max of the per-series peaks over every returned
@@ -134,8 +140,18 @@ impl TryFrom<EvidenceWire> for Evidence {
 
     fn try_from(wire: EvidenceWire) -> Result<Self, String> {
         let series = match wire.series {
-            Some(table) => table.into_series(&wire.common_labels)?,
+            Some(table) => table.into_series(&wire.common_labels, wire.window.map(|w| w.start))?,
             None => Vec::new(),
+        };
+        let non_finite = match (wire.outcome, wire.non_finite) {
+            (_, Some(nf)) if nf.points == 0 => {
+                return Err("non_finite is stated only when a point is not finite".to_owned());
+            }
+            (EvidenceOutcome::Data, None) => Some(NonFiniteCounts {
+                points: 0,
+                series: 0,
+            }),
+            (_, nf) => nf,
         };
         Ok(Evidence {
             outcome: wire.outcome,
@@ -144,7 +160,7 @@ impl TryFrom<EvidenceWire> for Evidence {
             window: wire.window,
             series_count: wire.series_count,
             point_count: wire.point_count,
-            non_finite: wire.non_finite,
+            non_finite,
             peak_spread: wire.peak_spread,
             top_k: wire.top_k,
             truncated: wire.truncated,
@@ -158,19 +174,23 @@ impl TryFrom<EvidenceWire> for Evidence {
 impl Serialize for Evidence {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         EvidenceWire {
-            format: EvidenceFormat::CompactV2,
+            format: EvidenceFormat::CompactV3,
             outcome: self.outcome,
             unit: self.unit.clone(),
             expr: self.expr.clone(),
             window: self.window,
             series_count: self.series_count,
             point_count: self.point_count,
-            non_finite: self.non_finite,
+            non_finite: self.non_finite.filter(|nf| nf.points > 0),
             peak_spread: self.peak_spread,
             top_k: self.top_k,
             truncated: self.truncated,
             common_labels: self.common_labels.clone(),
-            series: SeriesTable::of(&self.series, &self.common_labels),
+            series: SeriesTable::of(
+                &self.series,
+                &self.common_labels,
+                self.window.map(|w| w.start),
+            ),
             warnings: self.warnings.clone(),
         }
         .serialize(serializer)
@@ -286,8 +306,84 @@ mod tests {
         assert!(e.check().is_ok());
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
-            r#"{"format":"compact_v2","outcome":"no_data","unit":"cores","series_count":0,"point_count":0,"top_k":10,"truncated":false}"#
+            r#"{"format":"compact_v3","outcome":"no_data","unit":"cores","series_count":0,"point_count":0,"top_k":10,"truncated":false}"#
         );
+    }
+
+    #[test]
+    fn version_two_is_not_read() {
+        let v2 = r#"{"format":"compact_v2","outcome":"no_data","unit":"cores","series_count":0,"point_count":0,"top_k":10,"truncated":false}"#;
+        assert!(serde_json::from_str::<Evidence>(v2).is_err());
+    }
+
+    fn one_series(non_finite: u64) -> Evidence {
+        let stats = crate::SeriesStats::from_points(&[(1_000.0, 1.0), (1_540.0, 9.5)]).unwrap();
+        Evidence {
+            outcome: EvidenceOutcome::Data,
+            unit: None,
+            expr: None,
+            window: Some(EvidenceWindow {
+                start: 1_000,
+                end: 1_600,
+                step_seconds: 60,
+            }),
+            series_count: 1,
+            point_count: 2,
+            non_finite: Some(NonFiniteCounts {
+                points: non_finite,
+                series: non_finite.min(1),
+            }),
+            peak_spread: crate::PeakSpread::from_peaks([9.5]),
+            top_k: 10,
+            truncated: false,
+            common_labels: BTreeMap::new(),
+            series: vec![SeriesSummary {
+                labels: BTreeMap::from([("instance".to_owned(), "a".to_owned())]),
+                points: 2,
+                non_finite_points: non_finite,
+                stats: Some(stats),
+            }],
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The peak's time is written after the window's start and read back as Unix
+    /// seconds; a zero `non_finite` block is left out and read back as zero.
+    #[test]
+    fn peak_after_start_and_no_zero_blocks() {
+        let e = one_series(0);
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(
+            json.ends_with(r#""stats":["min","mean","last","peak","peak_after_start_s"],"points":2,"rows":[["a",1,5.25,9.5,9.5,540]]}}"#),
+            "{json}"
+        );
+        assert!(!json.contains("non_finite"), "{json}");
+        let back: Evidence = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.series[0].stats.unwrap().peak_time, 1_540);
+        // Stated as zero: refused (one way to write one answer).
+        let zero = json.replace(
+            r#""point_count":2,"#,
+            r#""point_count":2,"non_finite":{"points":0,"series":0},"#,
+        );
+        assert!(serde_json::from_str::<Evidence>(&zero).is_err());
+        // Not zero: stated.
+        let e = one_series(1);
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(
+            json.contains(r#""non_finite":{"points":1,"series":1}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Evidence>(&json).unwrap(), e);
+        // Without a window the time stays Unix seconds.
+        let mut e = one_series(0);
+        e.window = None;
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(
+            json.contains(r#""peak_time"],"#) && json.contains(",1540]"),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Evidence>(&json).unwrap(), e);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! returned series) and its statistic columns (`stats`), gives the point count once
 //! (`points`) when every kept series has the same, and then one row per kept series,
 //! highest peak first: the label values (`null` where a series lacks the label), then
-//! the statistics (`null` for a series without any finite value). A `points` column
+//! the statistics (`null` for a series without any finite value). The peak's time is
+//! `peak_after_start_s`, seconds after the window's start, when the evidence has a
+//! window (`peak_time`, Unix seconds, otherwise). A `points` column
 //! appears only when kept series differ in point count, a `non_finite` column only when
 //! a kept series has non-finite points.
 
@@ -32,8 +34,11 @@ pub(crate) enum StatColumn {
     Last,
     /// Largest finite value (the earliest on ties).
     Peak,
-    /// Time of the peak, whole Unix seconds.
+    /// Time of the peak, whole Unix seconds (evidence without a window).
     PeakTime,
+    /// Time of the peak, whole seconds after the window's start (evidence with a
+    /// window): the peak is at `window.start + peak_after_start_s`.
+    PeakAfterStartS,
 }
 
 /// One cell of a row: a label value, a count, a time, a figure, or `null`.
@@ -73,18 +78,26 @@ pub(crate) struct SeriesTable {
     rows: Vec<Vec<Cell>>,
 }
 
-const STATS: [StatColumn; 5] = [
+const STATS: [StatColumn; 4] = [
     StatColumn::Min,
     StatColumn::Mean,
     StatColumn::Last,
     StatColumn::Peak,
-    StatColumn::PeakTime,
 ];
 
+/// The column of the peak's time: seconds after the window's start when the evidence
+/// has a window (a few digits instead of ten), otherwise Unix seconds.
+fn time_column(start: Option<i64>) -> StatColumn {
+    match start {
+        Some(_) => StatColumn::PeakAfterStartS,
+        None => StatColumn::PeakTime,
+    }
+}
+
 /// The statistic columns for a table with or without a `points` and a `non_finite`
-/// column.
-fn stat_columns(points: bool, non_finite: bool) -> Vec<StatColumn> {
-    let mut columns = Vec::with_capacity(STATS.len() + 2);
+/// column, of evidence with a window starting at `start` or without one.
+fn stat_columns(points: bool, non_finite: bool, start: Option<i64>) -> Vec<StatColumn> {
+    let mut columns = Vec::with_capacity(STATS.len() + 3);
     if points {
         columns.push(StatColumn::Points);
     }
@@ -92,14 +105,17 @@ fn stat_columns(points: bool, non_finite: bool) -> Vec<StatColumn> {
         columns.push(StatColumn::NonFinite);
     }
     columns.extend(STATS);
+    columns.push(time_column(start));
     columns
 }
 
 impl SeriesTable {
     /// The table of `series` without the `common` labels; `None` when nothing is kept.
+    /// `start` is the window's start, when the evidence has one.
     pub(crate) fn of(
         series: &[SeriesSummary],
         common: &BTreeMap<String, String>,
+        start: Option<i64>,
     ) -> Option<SeriesTable> {
         let first = series.first()?;
         let mut names: Vec<&String> = series
@@ -134,36 +150,33 @@ impl SeriesTable {
                         Cell::Number(st.mean),
                         Cell::Number(st.last),
                         Cell::Number(st.peak),
-                        match u64::try_from(st.peak_time) {
-                            Ok(t) => Cell::Count(t),
-                            Err(_) => Cell::Integer(st.peak_time),
-                        },
+                        time_cell(st.peak_time.saturating_sub(start.unwrap_or(0))),
                     ]),
-                    None => row.extend(STATS.map(|_| Cell::Null(()))),
+                    None => row.extend([(); STATS.len() + 1].map(|()| Cell::Null(()))),
                 }
                 row
             })
             .collect();
         Some(SeriesTable {
             labels: names.into_iter().cloned().collect(),
-            stats: stat_columns(!uniform, non_finite),
+            stats: stat_columns(!uniform, non_finite, start),
             points: uniform.then_some(first.points),
             rows,
         })
     }
 
-    /// The kept series back, each with the `common` labels added.
+    /// The kept series back, each with the `common` labels added. `start` is the
+    /// window's start, when the evidence has one.
     pub(crate) fn into_series(
         self,
         common: &BTreeMap<String, String>,
+        start: Option<i64>,
     ) -> Result<Vec<SeriesSummary>, String> {
         let has_points = self.stats.first() == Some(&StatColumn::Points);
         let has_non_finite = self.stats.contains(&StatColumn::NonFinite);
-        if self.stats != stat_columns(has_points, has_non_finite) {
-            return Err(format!(
-                "series stats must be {:?}",
-                stat_columns(has_points, has_non_finite)
-            ));
+        let expected = stat_columns(has_points, has_non_finite, start);
+        if self.stats != expected {
+            return Err(format!("series stats must be {expected:?}"));
         }
         if has_points == self.points.is_some() {
             return Err("series points must be given once or as a column".to_owned());
@@ -211,11 +224,13 @@ impl SeriesTable {
                         peak: number(peak)?,
                         peak_time: match time {
                             Cell::Count(t) => {
-                                i64::try_from(t).map_err(|_| "peak_time out of range")?
+                                i64::try_from(t).map_err(|_| "the peak's time out of range")?
                             }
                             Cell::Integer(t) => t,
-                            _ => return Err("peak_time must be whole seconds".to_owned()),
-                        },
+                            _ => return Err("the peak's time must be whole seconds".to_owned()),
+                        }
+                        .checked_add(start.unwrap_or(0))
+                        .ok_or("the peak's time out of range")?,
                     })
                 };
                 Ok(SeriesSummary {
@@ -226,6 +241,14 @@ impl SeriesTable {
                 })
             })
             .collect()
+    }
+}
+
+/// A time cell: a count when not negative.
+fn time_cell(t: i64) -> Cell {
+    match u64::try_from(t) {
+        Ok(t) => Cell::Count(t),
+        Err(_) => Cell::Integer(t),
     }
 }
 

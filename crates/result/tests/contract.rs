@@ -577,9 +577,9 @@ proptest! {
     /// Every evidence text names its contract version first and states each common
     /// label once.
     #[test]
-    fn evidence_text_is_version_two_with_common_labels_once(e in arb_evidence()) {
+    fn evidence_text_is_version_three_with_common_labels_once(e in arb_evidence()) {
         let text = serde_json::to_string(&e).unwrap();
-        let head = r#"{"format":"compact_v2","#;
+        let head = r#"{"format":"compact_v3","#;
         prop_assert!(text.starts_with(head), "{}", text);
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         for name in e.common_labels.keys() {

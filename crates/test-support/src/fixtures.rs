@@ -56,7 +56,9 @@ pub enum Fixture {
     /// cluster, and the Grafana session-cookie canary series.
     Main,
     /// The Manus target `vida`: the same figures as `Main` on IP:port instances
-    /// `10.21.x.y:port`, memory series with an extra `host_ip` label holding a bare IP.
+    /// `10.21.x.y:port`, memory series with an extra `host_ip` label holding a bare IP,
+    /// and `tidb_server_info` (see [`VIDA_HOST_NAMES`]) carrying host names in other
+    /// labels.
     Vida,
     /// The Manus target `monica`: different figures (24 TiDB series, 17.36 cores; 96
     /// memory series, 64.25 %) on IP:port instances `10.42.x.y:port`.
@@ -472,6 +474,10 @@ impl Fixture {
             write_tidb_memory(&mut out, self);
         }
 
+        if self == Fixture::Vida {
+            write_tidb_server_info(&mut out, self);
+        }
+
         if self == Fixture::Main {
             write_tenant_units(&mut out);
         }
@@ -641,6 +647,32 @@ fn write_memory(out: &mut String, set: &MemorySet<'_>, family: &str, available: 
                 total
             };
             sample(out, family, &labels, &value.to_string(), t);
+        }
+    }
+}
+
+/// `tidb_server_info` (`Vida` only): one constant series per `SaaS01` TiDB instance,
+/// every 60 s over the CPU sample range, whose labels carry the instance's host name
+/// outside the address labels: `hostname` a bare host name (`tidb-07.vida01.svc`),
+/// `advertise_address` a host name with a port (`tidb-07.vida01.svc:4000`),
+/// `status_url` one inside a URL (`http://tidb-07.vida01.svc:10080/status`).
+pub const VIDA_HOST_NAMES: &str = "tidb_server_info";
+
+fn write_tidb_server_info(out: &mut String, fixture: Fixture) {
+    out.push_str("# HELP tidb_server_info TiDB server host names.\n");
+    out.push_str("# TYPE tidb_server_info gauge\n");
+    for i in 0..fixture.tidb_cpu().series {
+        let host = format!("tidb-{i:02}.vida01.svc");
+        let labels = [
+            ("advertise_address", format!("{host}:4000")),
+            ("cluster_id", CPU_CLUSTER.to_owned()),
+            ("hostname", host.clone()),
+            ("instance", fixture.tidb_instance(i)),
+            ("job", "tidb".to_owned()),
+            ("status_url", format!("http://{host}:10080/status")),
+        ];
+        for t in (cpu_first_sample()..=cpu_last_sample()).step_by(60) {
+            sample(out, VIDA_HOST_NAMES, &labels, "1", t);
         }
     }
 }

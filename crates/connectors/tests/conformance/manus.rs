@@ -1,6 +1,6 @@
 //! The Manus adapter, the conformance cases for it, and Manus's own tests: opaque
 //! references (returned for addresses, passed back, refused for the other target,
-//! after an edit, expiry or key removal), key rotation, and the session bootstrap.
+//! after an edit, key expiry or key removal), key rotation, and the session bootstrap.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -436,9 +436,11 @@ async fn every_bad_reference_is_the_same_error() {
         &memory_policy,
         json!({"queryId": MEMORY_USED_PERCENT.name, "expr": MEMORY_USED_PERCENT.expr}),
     );
-    // References valid for 3 s: long enough for the next call, then they expire.
-    let short_lived = both.config().with_reference_ttl(Duration::from_secs(3));
-    let result = both.call(&memory, &short_lived, &keys).await;
+    // A current key valid for 3 s more: long enough for the next call, then it expires
+    // and its references stop opening.
+    let last_second = jiff::Timestamp::now().as_second() + 3;
+    let short_lived = format!("k2026b:{}:{last_second},k2026a:{}", key(0x5a), key(0xa5));
+    let result = both.call(&memory, &both.config(), &short_lived).await;
     let e = view(&result).evidence.unwrap();
     assert_eq!(e.series_count, 261);
     assert!(close(e.top_peak().unwrap(), 78.64));
@@ -460,7 +462,9 @@ async fn every_bad_reference_is_the_same_error() {
         )
     };
     // Valid now, bound to the one instance.
-    let result = both.call(&attempt(&instance), &both.config(), &keys).await;
+    let result = both
+        .call(&attempt(&instance), &both.config(), &short_lived)
+        .await;
     assert_eq!(view(&result).evidence().series_count, 1);
 
     let mut edited = instance.clone().into_bytes();
@@ -478,8 +482,12 @@ async fn every_bad_reference_is_the_same_error() {
         assert_invalid_reference(&view(&result));
         assert_eq!(vida.requests().len(), before, "{what}: nothing may be sent");
     }
-    tokio::time::sleep(Duration::from_millis(3100)).await;
-    let result = both.call(&attempt(&instance), &both.config(), &keys).await;
+    while jiff::Timestamp::now().as_second() <= last_second {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let result = both
+        .call(&attempt(&instance), &both.config(), &short_lived)
+        .await;
     assert_invalid_reference(&view(&result));
     assert_eq!(
         vida.requests().len(),

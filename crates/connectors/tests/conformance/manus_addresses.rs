@@ -15,7 +15,7 @@ use evidence_policy::{ManusTarget, TrustedPolicy, lock};
 use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, known_code};
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, MEMORY_CLUSTER, ManusFront, ST_2865_END,
-    ST_2865_START, TIDB_CPU,
+    ST_2865_START, TIDB_CPU, VIDA_HOST_NAMES,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -106,11 +106,13 @@ static LEAKS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     .collect()
 });
 
-/// Digests (`sha256:` and 64 hex digits): the request and body digests.
-static DIGEST: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^sha256:[0-9a-f]{64}$").unwrap());
+/// Digests: request digests (32 hex digits) and body digests (`sha256:` and 64).
+static DIGEST: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{32})$").unwrap());
 
-/// Candidate references: base64url runs long enough to be one.
-static TOKEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_-]{40,}").unwrap());
+/// Candidate references: base64url runs long enough to be one (the shortest, an IPv4
+/// address without a port, has 28 characters).
+static TOKEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_-]{28,}").unwrap());
 
 fn strings(value: &Value, out: &mut Vec<String>) {
     match value {
@@ -327,6 +329,22 @@ async fn addresses_cannot_be_reshaped_or_tested() {
             true,
             rewrite,
         ),
+        // Ordering by a label that may carry addresses tells their order.
+        (
+            r#"sort_by_label(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "instance")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"sort_by_label_desc(tidb_server_info{job="tidb"}, "hostname")"#,
+            true,
+            rewrite,
+        ),
+        (
+            r#"sort_by_label(node_memory_MemTotal_bytes{job="node"}, "job", "host_ip")"#,
+            false,
+            rewrite,
+        ),
         // The metric name (recording rules may hold ':') is no rewrite source.
         (
             r#"label_replace(tidb_server_maxprocs{job="tidb"}, "x", "$1", "__name__", "(.*)")"#,
@@ -388,6 +406,8 @@ async fn instances_are_named_through_references() {
         "{}",
         follow.text()
     );
+    // One instance, one reference: the follow-up names it as the first call did.
+    assert_eq!(view(&follow).evidence().series[0].labels["instance"], top);
 
     for (expr, cpu, series) in [
         (
@@ -425,6 +445,8 @@ async fn instances_are_named_through_references() {
             false,
             261,
         ),
+        // Host names in other labels, with and without a port and inside a URL: sealed.
+        (r#"tidb_server_info{job="tidb"}"#, true, 56),
         (
             r#"count by (host_ip) (node_memory_MemTotal_bytes{job="node",role="storage"} or node_memory_MemTotal_bytes{job="node"})"#,
             false,
@@ -444,7 +466,11 @@ async fn instances_are_named_through_references() {
 
 // ---- The property: generated expressions ----
 
-const CPU_SELECTORS: &[&str] = &["process_cpu_seconds_total", "tidb_server_maxprocs"];
+const CPU_SELECTORS: &[&str] = &[
+    "process_cpu_seconds_total",
+    "tidb_server_maxprocs",
+    VIDA_HOST_NAMES,
+];
 const MEMORY_SELECTORS: &[&str] = &[
     "node_memory_MemAvailable_bytes",
     "node_memory_MemTotal_bytes",
@@ -461,6 +487,9 @@ const LABELS: &[&str] = &[
     "h",
     "peer",
     "__name__",
+    "hostname",
+    "advertise_address",
+    "status_url",
 ];
 
 fn label() -> impl Strategy<Value = &'static str> {
@@ -565,6 +594,8 @@ const SOURCES: &[&str] = &[
     "instance",
     "instance",
     "host_ip",
+    "hostname",
+    "status_url",
     "job",
     "job",
     "type",

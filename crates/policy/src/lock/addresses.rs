@@ -36,6 +36,9 @@ pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<
                     "absent" | "absent_over_time" => format!(
                         "{function}() turns its `=` matchers into labels: give them values without '.', ':', '[' or ']'."
                     ),
+                    "sort_by_label" | "sort_by_label_desc" => format!(
+                        "{function}() may order only by labels without addresses ({readable}); rows come ordered by their peak anyway."
+                    ),
                     "count_values" => format!(
                         "count_values() must write a new label, not {addresses} nor a label without addresses."
                     ),
@@ -43,10 +46,13 @@ pub(super) fn check_address_labels(ctx: &Ctx<'_>, ast: &Expr) -> Result<(), Box<
                         "{function}() may read only labels without addresses ({readable}) and write a new label, with no '.', ':', '[' or ']' in its replacement or separator."
                     ),
                 };
+                let why = if function.starts_with("sort_by_label") {
+                    "under Manus neither an address nor the order of addresses may be read"
+                } else {
+                    "under Manus no address may be copied, reshaped or written into a label"
+                };
                 Code::AddressLabelRewrite.failure(
-                    format!(
-                        "{function}(): {detail}; under Manus no address may be copied, reshaped or written into a label"
-                    ),
+                    format!("{function}(): {detail}; {why}"),
                     &format!(
                         "Rewrite without it: {rule} Group by `instance` to see instances as references, and pass one back as instanceRef to follow it."
                     ),
