@@ -442,7 +442,8 @@ async fn browser_that_cannot_start_is_browser_runtime() {
 /// (over the former 16 MiB page bound) is answered `ok`. Every way a body can end early
 /// is a typed failure that closes the WebDriver session and leaves no Chrome process
 /// or profile behind: a body over the total bound, a connection broken mid-answer, a
-/// body still arriving at the time limit.
+/// long body that stops being an answer (left by the connector), a body still arriving
+/// at the time limit.
 #[tokio::test]
 async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
     let slot = BrowserSlot::acquire().await;
@@ -513,6 +514,27 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
         FailureClass::ProviderUnavailable,
     );
     cleaned_up("a broken answer").await;
+
+    // A 2xx body that stops being an answer at its 60th byte, 6 MiB long: the
+    // connector stops reading once it holds the first 1 MiB for the digest and cancels
+    // the read in the page.
+    env.grafana
+        .faults()
+        .set_fault(Fault::BrokenMatrix { bytes: 6 << 20 });
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    assert_failure(
+        &result,
+        "grafana_non_json_body",
+        FailureClass::ProviderUnavailable,
+    );
+    let d = result.details();
+    assert!(d.error.as_ref().unwrap().body_digest.is_some());
+    let detail = d.detail_error.as_deref().unwrap();
+    assert!(
+        detail.contains(&format!("digest of the first {}", 1 << 20)),
+        "{detail}"
+    );
+    cleaned_up("a long body that is no answer").await;
 
     // A valid body arriving at 64 KiB every 50 ms (8 MiB: about 6.4 s) against a
     // time limit of 3 s that covers the whole page read.

@@ -46,6 +46,12 @@ pub enum Fault {
         /// Bytes sent before the connection breaks.
         bytes: usize,
     },
+    /// Answer 200 with `bytes` bytes that open a Prometheus matrix and stop being one at
+    /// once (a comma where the first series must start, then filler), in 64 KiB chunks.
+    BrokenMatrix {
+        /// Body size in bytes.
+        bytes: usize,
+    },
     /// Answer 200 with a valid Prometheus matrix body of at least `bytes` bytes, one
     /// 64 KiB chunk every `chunk_delay` (a provider whose answer arrives slowly).
     SlowBody {
@@ -117,6 +123,7 @@ impl FaultControl {
             Fault::Status(code) => Some(status_page(code)),
             Fault::OversizedBody { bytes } => Some(oversized_body(bytes)),
             Fault::CutBody { bytes } => Some(cut_body(bytes)),
+            Fault::BrokenMatrix { bytes } => Some(broken_matrix(bytes)),
             Fault::SlowBody { bytes, chunk_delay } => Some(slow_body(bytes, chunk_delay)),
         }
     }
@@ -215,6 +222,13 @@ fn cut_body(bytes: usize) -> Response {
         "the test front broke the answer",
     )));
     streamed(futures::stream::iter(pieces.chain(broken)))
+}
+
+fn broken_matrix(bytes: usize) -> Response {
+    let mut body = br#"{"status":"success","data":{"resultType":"matrix","result":[,"#.to_vec();
+    body.resize(bytes.max(body.len()), b'x');
+    let pieces = chunks_of(&Bytes::from(body));
+    streamed(futures::stream::iter(pieces.into_iter().map(Ok)))
 }
 
 fn slow_body(bytes: usize, chunk_delay: Duration) -> Response {
