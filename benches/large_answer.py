@@ -27,7 +27,9 @@ which waits for the Chromium browser process it started), so the tool process's 
 peak is also read from `/proc/<pid>/status` (`VmHWM`, sampled every 50 ms while it runs,
 the last value kept), and Chromium's own memory is sampled beside it: the largest sum,
 over one sample, of the resident (`Rss`) and proportional (`Pss`, shared pages split
-between the processes) sizes of every Chrome process under the tool.
+between the processes) sizes of every Chrome process under the tool. The CPU time of the
+tool, ChromeDriver and the Chrome processes (user plus system, from `/proc/<pid>/stat`,
+as last sampled) is printed beside it.
 
 It checks every tool result: status ok, `series_count` N, the hot thread on top with
 its peak, and the peak spread over all N series; then prints the medians, the ratio
@@ -109,9 +111,21 @@ def comm(pid: int) -> str:
         return ""
 
 
+def cpu_seconds(pid: int):
+    """User plus system CPU seconds of `pid` so far, from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Sampler(threading.Thread):
     """Samples, every 50 ms while the tool runs: the tool process's own peak RSS
-    (VmHWM) and the sum of Rss and of Pss over every Chrome process under it."""
+    (VmHWM), the sum of Rss and of Pss over every Chrome process under it, and the CPU
+    time of the tool, ChromeDriver and the Chrome processes."""
 
     def __init__(self, time_pid: int):
         super().__init__(daemon=True)
@@ -121,6 +135,15 @@ class Sampler(threading.Thread):
         self.chrome_rss = 0
         self.chrome_pss = 0
         self.chrome_processes = 0
+        # pid -> (kind, CPU seconds at the last sample).
+        self.cpu = {}
+
+    def cpu_by_kind(self) -> dict:
+        """CPU seconds of the tool, ChromeDriver and Chromium, each as last sampled."""
+        totals = {}
+        for kind, seconds in self.cpu.values():
+            totals[kind] = totals.get(kind, 0.0) + seconds
+        return totals
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
@@ -137,7 +160,12 @@ class Sampler(threading.Thread):
                 kids = children(pid)
                 frontier.extend(kids)
                 name = comm(pid)
-                if name == "chrome" or name.startswith("chromium") or name.startswith("chrome_"):
+                chrome = name == "chrome" or name.startswith("chromium") or name.startswith("chrome_")
+                kind = "tool" if pid == tools[0] else "chromium" if chrome else name
+                seconds = cpu_seconds(pid)
+                if seconds is not None:
+                    self.cpu[pid] = (kind, seconds)
+                if chrome:
                     sizes = proc_fields(f"/proc/{pid}/smaps_rollup", ("Rss", "Pss"))
                     rss += sizes.get("Rss", 0)
                     pss += sizes.get("Pss", 0)
@@ -168,7 +196,8 @@ def run_tool(setup: dict, rss_file: str, sample: bool) -> tuple[float, dict, dic
     memory = {"rss": int(Path(rss_file).read_text().strip().splitlines()[-1])}
     if sampler:
         memory.update(tool_hwm=sampler.tool_hwm, chrome_rss=sampler.chrome_rss,
-                      chrome_pss=sampler.chrome_pss, chrome_processes=sampler.chrome_processes)
+                      chrome_pss=sampler.chrome_pss, chrome_processes=sampler.chrome_processes,
+                      cpu=sampler.cpu_by_kind())
     return wall, memory, json.loads(json.loads(out)["text"])
 
 
@@ -317,6 +346,10 @@ def main() -> int:
             print("    %M: " + ", ".join(mib(m["rss"]) for m in r["memory"])
                   + "; Chromium Rss / Pss: "
                   + ", ".join(f"{mib(m['chrome_rss'])} / {mib(m['chrome_pss'])}" for m in r["memory"]))
+            kinds = ("tool", "chromedriver", "chromium")
+            print("    CPU seconds (median of runs): " + ", ".join(
+                f"{kind} {statistics.median(m['cpu'].get(kind, 0.0) for m in r['memory']):.2f}"
+                for kind in kinds))
     return 1 if failed else 0
 
 
