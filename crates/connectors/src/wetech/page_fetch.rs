@@ -20,10 +20,11 @@ use crate::prometheus::RawResponse;
 pub(super) const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
 /// The most body bytes one WebDriver script answer carries: 1 MiB (1.33 MiB as base64).
-/// Measured on the 5,000-thread answer (37 MB, see the crate README): smaller chunks
-/// cost more round trips (each a script call through ChromeDriver, a few milliseconds),
-/// larger ones no less time but more memory held at once in the page, in ChromeDriver
-/// and in the connector.
+/// Measured on the 5,000-thread answer (37 MB, `tests/wetech_large.rs`, two runs each):
+/// 4.5-5.5 s with 256 KiB chunks, 4.5-4.6 s with 1 MiB, 4.8-9.4 s with 4 MiB. The time
+/// is in the bytes crossing (Chromium's DevTools protocol, ChromeDriver), not in the
+/// round trips, so 1 MiB keeps them to about 40 for 40 MB while holding little at once
+/// in the page, in ChromeDriver and in the connector (see BENCHMARKS.md).
 pub(super) const PAGE_CHUNK_BYTES: usize = 1 << 20;
 
 /// The time a cancellation of a read left before its end may take; past it the read
