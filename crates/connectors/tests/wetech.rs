@@ -10,8 +10,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use evidence_connectors::{
-    BrowserConfig, Connector, HostAllowlist, WebDriverEndpoint, WetechConfig, WetechConnector,
-    WetechSecrets,
+    BrowserConfig, Connector, HostAllowlist, ResponseLimits, WebDriverEndpoint, WetechConfig,
+    WetechConnector, WetechSecrets,
 };
 use evidence_policy::{LockedRequest, ScopeBinding, ScopeValue, TrustedPolicy, lock};
 use evidence_result::{Details, FailureClass, PolicySource, Status, ToolResult};
@@ -105,6 +105,16 @@ impl Env {
         })
     }
 
+    /// A ChromeDriver, the configuration attached to it and a valid storage state.
+    async fn session_parts(
+        &self,
+        slot: &BrowserSlot,
+    ) -> (ChromeDriver, WetechConfig, WetechSecrets) {
+        let driver = ChromeDriver::start(slot).await.unwrap();
+        let config = self.attached(&driver);
+        (driver, config, storage_state(&self.grafana, -1.0))
+    }
+
     fn proxy_requests(&self) -> usize {
         let path = self.grafana.query_range_path();
         self.grafana
@@ -145,17 +155,12 @@ fn assert_transport(result: &ToolResult) {
     ToolResult::from_json(&result.to_json().unwrap()).unwrap();
 }
 
-/// Waits until at most `expected` Chromium processes run (a closed session's
-/// processes take a moment to go).
-async fn wait_for_chromium(expected: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = chromium_process_count();
-        if n <= expected || Instant::now() > deadline {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// `result` is a failure with this code and class, its transport intact.
+fn assert_failure(result: &ToolResult, code: &str, class: FailureClass) {
+    assert_transport(result);
+    let error = result.details().error.clone().unwrap();
+    assert_eq!(error.code.as_str(), code, "{}", result.text());
+    assert_eq!(error.class, class);
 }
 
 fn no_secret_in(result: &ToolResult) {
@@ -174,9 +179,7 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
     let slot = BrowserSlot::acquire().await;
     let baseline = chromium_process_count();
     let env = Env::start().await;
-    let driver = ChromeDriver::start(&slot).await.unwrap();
-    let config = env.attached(&driver);
-    let secrets = storage_state(&env.grafana, -1.0);
+    let (driver, config, secrets) = env.session_parts(&slot).await;
     let connector = WetechConnector::new();
 
     // A real execution-time rejection from Prometheus, through Grafana's proxy.
@@ -275,7 +278,7 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
     env.assert_profiles_removed();
 
     drop(driver);
-    assert_eq!(wait_for_chromium(baseline).await, baseline);
+    assert_eq!(wait_for_chromium_count(baseline).await, baseline);
     drop(slot);
 }
 
@@ -431,6 +434,125 @@ async fn browser_that_cannot_start_is_browser_runtime() {
     let error = result.details().error.clone().unwrap();
     assert_eq!(error.code.as_str(), "grafana_host_not_allowed");
     assert!(env.grafana.requests().is_empty());
+    drop(driver);
+    drop(slot);
+}
+
+/// The page hands the body over in chunks, each folded as it arrives: a 20 MiB answer
+/// (over the former 16 MiB page bound) is answered `ok`. Every way a body can end early
+/// is a typed failure that closes the WebDriver session and leaves no Chrome process
+/// or profile behind: a body over the total bound, a connection broken mid-answer, a
+/// long body that stops being an answer (left by the connector), a body still arriving
+/// at the time limit.
+#[tokio::test]
+async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
+    let slot = BrowserSlot::acquire().await;
+    let baseline = chromium_process_count();
+    let env = Env::start().await;
+    let (driver, config, secrets) = env.session_parts(&slot).await;
+    let connector = WetechConnector::new();
+    let request = locked(&args("tidb_cpu", TIDB_CPU.expr, "cores"));
+    let cleaned_up = |what: &'static str| {
+        let driver = &driver;
+        let env = &env;
+        async move {
+            env.assert_profiles_removed();
+            assert_eq!(
+                driver.session_count().await.unwrap(),
+                0,
+                "{what}: a session"
+            );
+            assert_eq!(
+                wait_for_chromium_count(baseline).await,
+                baseline,
+                "{what}: Chrome"
+            );
+        }
+    };
+
+    // 20 MiB of valid answer: every series counted, the top peak found.
+    let bytes = 20 << 20;
+    let body = oversized_matrix_body(bytes);
+    let series = String::from_utf8_lossy(&body)
+        .matches("{\"metric\"")
+        .count() as u64;
+    env.grafana
+        .faults()
+        .set_fault(Fault::OversizedBody { bytes });
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    assert_transport(&result);
+    let d = result.details();
+    assert_eq!(d.status, Status::Ok, "{}", result.text());
+    let evidence = d.evidence.as_ref().unwrap();
+    assert!(body.len() > 16 << 20);
+    assert_eq!(evidence.series_count, series);
+    assert_eq!(evidence.point_count, series * 64);
+    assert_eq!(evidence.top_peak(), Some(63.5));
+    cleaned_up("a 20 MiB answer").await;
+
+    // The same answer over a total bound of 8 MiB.
+    let bounded = config.clone().with_limits(ResponseLimits {
+        max_body_bytes: 8 << 20,
+        ..ResponseLimits::default()
+    });
+    let result = connector.call(&request, &bounded, &secrets).await.unwrap();
+    assert_failure(
+        &result,
+        "grafana_response_too_large",
+        FailureClass::QueryRejected,
+    );
+    cleaned_up("a body over the total bound").await;
+
+    // The connection breaks after 3 MiB of a valid start.
+    env.grafana
+        .faults()
+        .set_fault(Fault::CutBody { bytes: 3 << 20 });
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    assert_failure(
+        &result,
+        "grafana_unavailable",
+        FailureClass::ProviderUnavailable,
+    );
+    cleaned_up("a broken answer").await;
+
+    // A 2xx body that stops being an answer at its 60th byte, 6 MiB long: the
+    // connector stops reading once it holds the first 1 MiB for the digest and cancels
+    // the read in the page.
+    env.grafana
+        .faults()
+        .set_fault(Fault::BrokenMatrix { bytes: 6 << 20 });
+    let result = connector.call(&request, &config, &secrets).await.unwrap();
+    assert_failure(
+        &result,
+        "grafana_non_json_body",
+        FailureClass::ProviderUnavailable,
+    );
+    let d = result.details();
+    assert!(d.error.as_ref().unwrap().body_digest.is_some());
+    let detail = d.detail_error.as_deref().unwrap();
+    assert!(
+        detail.contains(&format!("digest of the first {}", 1 << 20)),
+        "{detail}"
+    );
+    cleaned_up("a long body that is no answer").await;
+
+    // A valid body arriving at 64 KiB every 50 ms (8 MiB: about 6.4 s) against a
+    // time limit of 3 s that covers the whole page read.
+    env.grafana.faults().set_fault(Fault::SlowBody {
+        bytes: 8 << 20,
+        chunk_delay: Duration::from_millis(50),
+    });
+    let limited = config.clone().with_limits(ResponseLimits {
+        timeout: Duration::from_secs(3),
+        ..ResponseLimits::default()
+    });
+    let started = Instant::now();
+    let result = connector.call(&request, &limited, &secrets).await.unwrap();
+    let elapsed = started.elapsed();
+    assert_failure(&result, "grafana_timeout", FailureClass::Timeout);
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    cleaned_up("a body still arriving at the time limit").await;
+    env.grafana.faults().clear();
     drop(driver);
     drop(slot);
 }

@@ -211,6 +211,29 @@ impl ChromeDriver {
         self.dir.path().join("chromedriver.log")
     }
 
+    /// The number of WebDriver sessions the driver holds open (its `GET /sessions`).
+    pub async fn session_count(&self) -> Result<usize, TestSupportError> {
+        #[derive(serde::Deserialize)]
+        struct Sessions {
+            value: Vec<serde_json::Value>,
+        }
+        let url = format!("{}/sessions", self.url());
+        let failed = |e: reqwest::Error| TestSupportError::NotReady {
+            program: "chromedriver",
+            detail: format!("GET {url} did not answer: {e}"),
+        };
+        let sessions: Sessions = reqwest::Client::new()
+            .get(&url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(failed)?
+            .json()
+            .await
+            .map_err(failed)?;
+        Ok(sessions.value.len())
+    }
+
     /// Kills the driver now, and every browser process it started (a session left
     /// open by a failing test included). Idempotent.
     pub fn kill(&self) {
@@ -343,6 +366,20 @@ pub fn chromium_process_count() -> usize {
     count_processes(|comm| {
         comm == "chrome" || comm.starts_with("chromium") || comm.starts_with("chrome_")
     })
+}
+
+/// Waits up to 10 s until at most `at_most` Chromium processes run (a closed
+/// session's processes take a moment to go); the count when it returns. Hold the
+/// [`BrowserSlot`].
+pub async fn wait_for_chromium_count(at_most: usize) -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = chromium_process_count();
+        if n <= at_most || std::time::Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The number of running ChromeDriver processes on the machine.

@@ -2,7 +2,6 @@
 //! request log, and forwarding to the real Prometheus with status and body passed
 //! through.
 
-use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,6 +39,27 @@ pub enum Fault {
     /// Answer with this status (e.g. 429, 503) and a short plain-text body, with
     /// `Retry-After: 1`.
     Status(u16),
+    /// Answer 200 with the first `bytes` bytes of a valid Prometheus matrix body, in
+    /// 64 KiB chunks, then break the connection: the body never ends (a provider or
+    /// proxy that dies mid-answer).
+    CutBody {
+        /// Bytes sent before the connection breaks.
+        bytes: usize,
+    },
+    /// Answer 200 with `bytes` bytes that open a Prometheus matrix and stop being one at
+    /// once (a comma where the first series must start, then filler), in 64 KiB chunks.
+    BrokenMatrix {
+        /// Body size in bytes.
+        bytes: usize,
+    },
+    /// Answer 200 with a valid Prometheus matrix body of at least `bytes` bytes, one
+    /// 64 KiB chunk every `chunk_delay` (a provider whose answer arrives slowly).
+    SlowBody {
+        /// Minimum body size in bytes.
+        bytes: usize,
+        /// The pause before each chunk.
+        chunk_delay: Duration,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +122,9 @@ impl FaultControl {
             Fault::NonJson => Some(non_json_page()),
             Fault::Status(code) => Some(status_page(code)),
             Fault::OversizedBody { bytes } => Some(oversized_body(bytes)),
+            Fault::CutBody { bytes } => Some(cut_body(bytes)),
+            Fault::BrokenMatrix { bytes } => Some(broken_matrix(bytes)),
+            Fault::SlowBody { bytes, chunk_delay } => Some(slow_body(bytes, chunk_delay)),
         }
     }
 }
@@ -162,17 +185,60 @@ pub fn oversized_matrix_body(bytes: usize) -> Vec<u8> {
     out
 }
 
-fn oversized_body(bytes: usize) -> Response {
-    let body = Bytes::from(oversized_matrix_body(bytes));
-    let chunks: Vec<Result<Bytes, Infallible>> = (0..body.len())
-        .step_by(64 * 1024)
-        .map(|start| Ok(body.slice(start..(start + 64 * 1024).min(body.len()))))
-        .collect();
+/// The size of each chunk a streamed fault body is sent in.
+const FAULT_CHUNK: usize = 64 * 1024;
+
+/// `body` cut into [`FAULT_CHUNK`]-byte pieces.
+fn chunks_of(body: &Bytes) -> Vec<Bytes> {
+    (0..body.len())
+        .step_by(FAULT_CHUNK)
+        .map(|start| body.slice(start..(start + FAULT_CHUNK).min(body.len())))
+        .collect()
+}
+
+/// A 200 JSON answer whose body is `stream` (chunked, no `Content-Length`).
+fn streamed<S>(stream: S) -> Response
+where
+    S: futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
     Response::builder()
         .status(StatusCode::OK)
         .header(CONTENT_TYPE, "application/json")
-        .body(Body::from_stream(futures::stream::iter(chunks)))
+        .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn oversized_body(bytes: usize) -> Response {
+    let pieces = chunks_of(&Bytes::from(oversized_matrix_body(bytes)));
+    streamed(futures::stream::iter(pieces.into_iter().map(Ok)))
+}
+
+fn cut_body(bytes: usize) -> Response {
+    let mut body = oversized_matrix_body(bytes);
+    body.truncate(bytes);
+    let pieces = chunks_of(&Bytes::from(body)).into_iter().map(Ok);
+    let broken = std::iter::once(Err(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the test front broke the answer",
+    )));
+    streamed(futures::stream::iter(pieces.chain(broken)))
+}
+
+fn broken_matrix(bytes: usize) -> Response {
+    let mut body = br#"{"status":"success","data":{"resultType":"matrix","result":[,"#.to_vec();
+    body.resize(bytes.max(body.len()), b'x');
+    let pieces = chunks_of(&Bytes::from(body));
+    streamed(futures::stream::iter(pieces.into_iter().map(Ok)))
+}
+
+fn slow_body(bytes: usize, chunk_delay: Duration) -> Response {
+    let pieces = chunks_of(&Bytes::from(oversized_matrix_body(bytes)));
+    let stream = futures::stream::unfold(pieces.into_iter(), move |mut rest| async move {
+        let next = rest.next()?;
+        tokio::time::sleep(chunk_delay).await;
+        Some((Ok(next), rest))
+    });
+    streamed(stream)
 }
 
 /// One request a front received: method, path, decoded query-string and form

@@ -15,7 +15,7 @@ mod recording;
 
 pub use chromium::{
     BrowserSlot, CHROMIUM_LAUNCH_ARGS, ChromeDriver, Chromium, chromedriver_process_count,
-    chromium_process_count,
+    chromium_process_count, wait_for_chromium_count,
 };
 pub use clinic::ClinicFront;
 pub use error::TestSupportError;

@@ -1,8 +1,6 @@
 //! Real Chromium and ChromeDriver started by test support reach the Grafana test front.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::{Duration, Instant};
-
 use evidence_test_support::*;
 use serde_json::{Value, json};
 
@@ -71,17 +69,6 @@ impl Session {
 
     async fn close(self) {
         self.http.delete(&self.base).send().await.unwrap();
-    }
-}
-
-async fn wait_for_count(expected_at_most: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = chromium_process_count();
-        if n <= expected_at_most || Instant::now() > deadline {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -167,7 +154,7 @@ async fn chromium_reaches_the_grafana_front_through_chromedriver() {
     assert_eq!(body["data"]["result"].as_array().unwrap().len(), 56);
 
     session.close().await;
-    assert_eq!(wait_for_count(baseline).await, baseline);
+    assert_eq!(wait_for_chromium_count(baseline).await, baseline);
     drop(driver);
     drop(slot);
 }
@@ -195,5 +182,5 @@ async fn dropping_the_driver_kills_a_browser_left_open() {
     assert!(chromium_process_count() > baseline);
     // The session is never closed, as after a failing test.
     drop(driver);
-    assert_eq!(wait_for_count(baseline).await, baseline);
+    assert_eq!(wait_for_chromium_count(baseline).await, baseline);
 }

@@ -324,6 +324,54 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
     drop(slot);
 }
 
+/// The tool process with the ChromeDriver it spawns: a 20 MiB answer (over the former
+/// 16 MiB page bound) crosses WebDriver in chunks and is answered `ok`; an answer whose
+/// connection breaks mid-body is `grafana_unavailable`, and after each call no
+/// ChromeDriver or Chrome process of the call is left.
+#[tokio::test]
+async fn wetech_tool_process_reads_a_large_body_in_chunks_and_cleans_up_after_a_break() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let chromium_before = chromium_process_count();
+    let drivers_before = chromedriver_process_count();
+    let chromedriver = which("chromedriver");
+    let args = json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores"});
+
+    let bytes = 20 << 20;
+    let series = String::from_utf8_lossy(&oversized_matrix_body(bytes))
+        .matches("{\"metric\"")
+        .count() as u64;
+    env.grafana
+        .faults()
+        .set_fault(Fault::OversizedBody { bytes });
+    let result = env.call(&chromedriver, args.clone()).await;
+    no_secret_in(&result);
+    let d = result.details();
+    assert_eq!(d.status, Status::Ok, "{}", result.text());
+    let evidence = d.evidence.as_ref().unwrap();
+    assert_eq!(evidence.series_count, series);
+    assert_eq!(evidence.top_peak(), Some(63.5));
+    assert_eq!(chromedriver_process_count(), drivers_before);
+    assert_eq!(chromium_process_count(), chromium_before);
+
+    env.grafana
+        .faults()
+        .set_fault(Fault::CutBody { bytes: 3 << 20 });
+    let result = env.call(&chromedriver, args).await;
+    let error = result.details().error.as_ref().unwrap();
+    assert_eq!(
+        error.code.as_str(),
+        "grafana_unavailable",
+        "{}",
+        result.text()
+    );
+    assert_eq!(error.class, FailureClass::ProviderUnavailable);
+    assert_eq!(chromedriver_process_count(), drivers_before);
+    assert_eq!(chromium_process_count(), chromium_before);
+    env.grafana.faults().clear();
+    drop(slot);
+}
+
 /// Arguments the lock rejects: a unit that is no plain label, a field the platform
 /// fixes, a query id the policy does not authorize, another cluster, a read outside the
 /// window, PromQL that does not parse.

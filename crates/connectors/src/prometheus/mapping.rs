@@ -9,6 +9,7 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use reqwest::header::CONTENT_TYPE;
 
+use super::body::{BodyFold, Feed, FoldedBody};
 use super::compact::{Compaction, LabelSanitizer};
 use super::fetch::{RawResponse, ResponseLimits, read_capped};
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
@@ -160,47 +161,47 @@ impl ResponseMapper {
         {
             return Err(self.failure(&too_large));
         }
-        let mut parser = StreamCompactor::new(compaction.top_k);
-        let mut retained: Vec<u8> = Vec::new();
-        let mut total = 0usize;
-        let mut failed = None;
+        let mut fold = BodyFold::new(compaction.top_k, max_body_bytes, RETAINED_BODY_BYTES);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk: Bytes = chunk.map_err(|e| self.failure(&ConnectorError::from_reqwest(e)))?;
-            total = total.saturating_add(chunk.len());
-            if total > max_body_bytes {
-                return Err(self.failure(&too_large));
-            }
-            let room = RETAINED_BODY_BYTES.saturating_sub(retained.len());
-            retained.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            if failed.is_none()
-                && let Err(e) = parser.feed(&chunk)
-            {
-                if matches!(e, ConnectorError::PartTooLarge { .. }) {
-                    return Err(self.failure(&e));
-                }
-                failed = Some(e);
-            }
-            // After a failure the body is only read on while it may still fit in what
-            // is retained, so that a short failing body maps as a buffered one.
-            if failed.is_some() && total > RETAINED_BODY_BYTES {
-                break;
+            match fold.feed(&chunk) {
+                Ok(Feed::More) => {}
+                Ok(Feed::Enough) => break,
+                Err(e) => return Err(self.failure(&e)),
             }
         }
-        let complete = failed.is_none() || total <= RETAINED_BODY_BYTES;
-        let outcome = match failed {
-            Some(e) => Err(e),
-            None => parser.finish(),
-        };
+        self.folded_evidence(status, content_type, fold.finish(), compaction, sanitizer)
+    }
+
+    /// Evidence from a 2xx body folded as it arrived ([`BodyFold`]), or the failure it
+    /// means: a short failing body maps exactly as a buffered one (same text, same
+    /// digest); a longer one's digest covers its first [`RETAINED_BODY_BYTES`].
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    pub(crate) fn folded_evidence<S: LabelSanitizer + ?Sized>(
+        &self,
+        status: u16,
+        content_type: Option<String>,
+        folded: FoldedBody,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Evidence, Failure> {
+        let short = folded.whole().is_some();
+        let FoldedBody {
+            outcome,
+            retained,
+            total,
+        } = folded;
         let raw = RawResponse::new(status, content_type, retained);
         match outcome {
             Ok(streamed) if streamed.status == ResponseStatus::Success => {
                 self.streamed_evidence(streamed, compaction, sanitizer)
             }
             // A short failing body: exactly the buffered mapping (digest, text).
-            _ if complete && total <= RETAINED_BODY_BYTES => {
-                self.typed_evidence(&raw, compaction, sanitizer)
-            }
+            _ if short => self.typed_evidence(&raw, compaction, sanitizer),
             Ok(streamed) => {
                 let text = streamed
                     .error

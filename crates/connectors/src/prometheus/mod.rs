@@ -1,6 +1,7 @@
 //! Shared Prometheus handling for the three connectors: `query_range` requests, capped
 //! streamed reads, streaming and typed parsing, compaction, credential redaction and error mapping.
 
+mod body;
 mod compact;
 mod fetch;
 mod mapping;
@@ -10,6 +11,7 @@ mod request;
 mod stream;
 mod summary;
 
+pub(crate) use body::{BodyFold, Feed};
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
 pub use fetch::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,

@@ -8,20 +8,18 @@ use evidence_policy::{LockedQuery, LockedRequest, ResolvedScope};
 use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultError, ToolResult};
 use secrecy::SecretString;
 
+use super::answer::query_evidence;
 use super::browser::{Browser, CommandFailure};
 use super::config::WetechConfig;
 use super::failures::{browser_failure, command_failure, finish_cleanup};
-use super::frame::error_frame;
 use super::grafana::*;
 use super::identity::BrowserIdentity;
-use super::page_fetch::*;
+use super::page_fetch::{Opened, PageRequest, SCRIPT_MARGIN, open};
 use super::storage::StorageState;
 use crate::Connector;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, KeepLabels, QueryRange, Redactor, ResponseMapper,
-};
+use crate::prometheus::{Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper};
 
 /// The secrets injected into the Wetech tool sandbox.
 pub struct WetechSecrets {
@@ -268,55 +266,47 @@ async fn drive(
     let window = query.evidence_window();
     let range = QueryRange::new(query.expr.clone(), window)
         .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
-    let fetched = page_fetch(
-        client,
-        &url,
-        "POST",
-        Some(range.form_body()),
-        Some(FORM_CONTENT_TYPE),
-        config.limits.max_body_bytes.min(PAGE_MAX_BODY_BYTES),
-        config.limits.timeout,
-    )
-    .await
-    .map_err(|f| command_failure(&f, redactor))?;
     let mut compaction = Compaction::new(scope.series_kept)
         .with_expr(query.expr.clone())
         .with_window(window);
     compaction.unit.clone_from(&query.unit);
-    match fetched {
-        Fetched::Redirect => {
+    let request = PageRequest {
+        url: &url,
+        method: "POST",
+        body: Some(range.form_body()),
+        content_type: Some(FORM_CONTENT_TYPE),
+        max_bytes: config.limits.max_body_bytes,
+        timeout: config.limits.timeout,
+    };
+    let opened = open(client, &request)
+        .await
+        .map_err(|f| command_failure(&f, redactor))?;
+    match opened {
+        Opened::Redirect => {
             let at = client.current_url().await.unwrap_or(url);
             Err(Box::new(login_failure(config, client, &at, redactor).await))
         }
-        Fetched::Failed(e) => Err(Box::new(prepared.mapper.failure(&e))),
-        Fetched::Response(raw) => {
-            // A ds/query-style error frame is read as the rejection it carries. A 2xx
-            // body is only tried as a frame when it is no Prometheus answer, so a large
-            // success is parsed once.
-            if !raw.is_success()
-                && let Some(frame) = error_frame(&raw.body)
-            {
-                return Err(Box::new(frame_failure(&prepared.mapper, &raw, frame)));
-            }
-            match prepared.mapper.evidence(&raw, &compaction, &KeepLabels) {
-                Ok(evidence) => Ok(evidence),
-                Err(failure) => match error_frame(&raw.body) {
-                    Some(frame) if raw.is_success() => {
-                        Err(Box::new(frame_failure(&prepared.mapper, &raw, frame)))
-                    }
-                    _ => Err(Box::new(failure)),
-                },
-            }
+        Opened::Failed(e) => Err(Box::new(prepared.mapper.failure(&e))),
+        Opened::Response(mut body) => {
+            query_evidence(
+                &prepared.mapper,
+                &mut body,
+                config.limits.max_body_bytes,
+                &compaction,
+            )
+            .await
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::answer::frame_failure;
+    use super::super::frame::error_frame;
     use super::super::script;
     use super::*;
     use crate::HostAllowlist;
-    use crate::prometheus::RawResponse;
+    use crate::prometheus::{KeepLabels, RawResponse};
     use crate::wetech::config::BrowserConfig;
     use evidence_result::Digest;
     use evidence_result::FailureClass;

@@ -14,7 +14,7 @@ use super::browser::{Browser, CommandFailure};
 use super::config::WetechConfig;
 use super::failures::command_failure;
 use super::identity::{BrowserIdentity, PageIdentity};
-use super::page_fetch::{Fetched, page_fetch};
+use super::page_fetch::{Fetched, PageRequest, page_fetch};
 use super::script;
 use super::storage::StorageState;
 use crate::codes::Code;
@@ -25,6 +25,18 @@ use crate::prometheus::Redactor;
 const HEALTH_MAX_BYTES: usize = 64 * 1024;
 /// Time allowed for the health answer.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `GET` of a small Grafana API answer (health, the session's user).
+fn small_get(url: &Url) -> PageRequest<'_> {
+    PageRequest {
+        url,
+        method: "GET",
+        body: None,
+        content_type: None,
+        max_bytes: HEALTH_MAX_BYTES,
+        timeout: HEALTH_TIMEOUT,
+    }
+}
 
 pub(super) fn url_of(config: &WetechConfig, path: &str) -> Result<Url, Box<Failure>> {
     config.url_of(path).map_err(|e| {
@@ -53,17 +65,9 @@ pub(super) async fn open_health(
         not_ready(format!("did not answer: {d}"))
     })
     .await?;
-    let fetched = page_fetch(
-        client,
-        &health,
-        "GET",
-        None,
-        None,
-        HEALTH_MAX_BYTES,
-        HEALTH_TIMEOUT,
-    )
-    .await
-    .map_err(|f| command_failure(&f, redactor))?;
+    let fetched = page_fetch(client, &small_get(&health))
+        .await
+        .map_err(|f| command_failure(&f, redactor))?;
     let raw = match fetched {
         Fetched::Response(raw) => raw,
         Fetched::Redirect => {
@@ -178,16 +182,7 @@ pub(super) async fn login_failure(
     let Ok(user) = config.url_of("api/user") else {
         return failure;
     };
-    if let Ok(Fetched::Response(raw)) = page_fetch(
-        client,
-        &user,
-        "GET",
-        None,
-        None,
-        HEALTH_MAX_BYTES,
-        HEALTH_TIMEOUT,
-    )
-    .await
+    if let Ok(Fetched::Response(raw)) = page_fetch(client, &small_get(&user)).await
         && matches!(raw.status, 401 | 403)
     {
         let text = String::from_utf8_lossy(&raw.body[..raw.body.len().min(2048)]);

@@ -1,5 +1,6 @@
 //! The Wetech connector: Grafana through a real Chromium driven over WebDriver.
 
+mod answer;
 mod browser;
 mod config;
 mod connector;

@@ -1,33 +1,54 @@
-//! A request run as a `fetch` inside the Grafana page (so the session cookies apply), its
-//! bounded answer, and a `/api/ds/query`-style error frame read as the rejection it
-//! carries.
+//! A request run as a `fetch` inside the Grafana page (so the session cookies apply),
+//! and its body handed to the connector in bounded chunks, one WebDriver script answer
+//! each (see `script.rs`), under the call's total byte bound and time limit.
 
 use std::time::Duration;
 
 use base64::Engine as _;
-use evidence_result::{ErrorCode, Failure, FailureClass, Provider};
 use fantoccini::Client;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 use url::Url;
 
 use super::browser::CommandFailure;
 use super::script;
 use crate::ConnectorError;
-use crate::prometheus::{Compaction, KeepLabels, RawResponse, ResponseMapper};
+use crate::prometheus::RawResponse;
 
 /// Extra time the WebDriver script limit gives a page fetch beyond its own limit.
 pub(super) const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
-/// The most a page fetch of a query answer reads: 16 MiB. The page cannot hand a body to
-/// the connector as a stream: the whole body crosses WebDriver as one script answer (a
-/// JSON string), so it is held in the page and, several times over, in the connector
-/// while it is decoded (see the crate README for what a body at this bound costs in
-/// Chromium). The answer is then folded by the same streaming compaction as Clinic's and
-/// Manus'.
-pub(crate) const PAGE_MAX_BODY_BYTES: usize = 16 << 20;
+/// The most body bytes one WebDriver script answer carries: 1 MiB (1.33 MiB as base64).
+/// Measured on the 5,000-thread answer (37 MB, `tests/wetech_large.rs`, two runs each):
+/// 4.5-5.5 s with 256 KiB chunks, 4.5-4.6 s with 1 MiB, 4.8-9.4 s with 4 MiB. The time
+/// is in the bytes crossing (Chromium's DevTools protocol, ChromeDriver), not in the
+/// round trips, so 1 MiB keeps them to about 40 for 40 MB while holding little at once
+/// in the page, in ChromeDriver and in the connector (see BENCHMARKS.md).
+pub(super) const PAGE_CHUNK_BYTES: usize = 1 << 20;
 
-/// What a page fetch brought back.
+/// The time a cancellation of a read left before its end may take; past it the read
+/// ends with the session, which the call closes next.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One request from the page.
+#[derive(Debug, Clone)]
+pub(super) struct PageRequest<'a> {
+    /// The URL, on the page's origin.
+    pub(super) url: &'a Url,
+    /// `GET` or `POST`.
+    pub(super) method: &'static str,
+    /// The request body, if any.
+    pub(super) body: Option<String>,
+    /// The body's content type, if any.
+    pub(super) content_type: Option<&'a str>,
+    /// The total bound on the answer's body.
+    pub(super) max_bytes: usize,
+    /// The time limit of the whole read: the request and every chunk of the body.
+    pub(super) timeout: Duration,
+}
+
+/// What a page fetch read whole brought back.
 #[derive(Debug)]
 pub(super) enum Fetched {
     Response(RawResponse),
@@ -35,111 +56,229 @@ pub(super) enum Fetched {
     Failed(ConnectorError),
 }
 
+/// What opening a page fetch brought back.
+#[derive(Debug)]
+pub(super) enum Opened<'c> {
+    /// An answer whose body waits in the page.
+    Response(PageBody<'c>),
+    /// A redirect, not followed.
+    Redirect,
+    /// No answer (time limit, network, declared length over the bound).
+    Failed(ConnectorError),
+}
+
+/// Why reading a body stopped before its end.
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// The provider's side: time limit, broken body, total bound.
+    Provider(ConnectorError),
+    /// The browser's side: the session or a command failed.
+    Browser(CommandFailure),
+}
+
+/// The body of an answer, held in the page and read chunk by chunk. End every use
+/// with [`PageBody::close`], which cancels the read in the page unless it ended.
+#[derive(Debug)]
+pub(super) struct PageBody<'c> {
+    client: &'c Client,
+    handle: u64,
+    /// The HTTP status.
+    pub(super) status: u16,
+    /// The `Content-Type` header, when there was one.
+    pub(super) content_type: Option<String>,
+    max_bytes: usize,
+    timeout: Duration,
+    deadline: Instant,
+    /// The page still holds the read.
+    open: bool,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct FetchAnswer {
+struct Answer {
     kind: String,
+    #[serde(default)]
+    handle: Option<u64>,
     #[serde(default)]
     status: Option<u16>,
     #[serde(default)]
     content_type: Option<String>,
     #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
     base64: Option<String>,
+    #[serde(default)]
+    last: bool,
     #[serde(default)]
     message: Option<String>,
 }
 
-/// One `fetch` from the current page (see [`script::FETCH`]).
-pub(super) async fn page_fetch(
+fn timeout_error(timeout: Duration) -> ConnectorError {
+    ConnectorError::Timeout(format!(
+        "no complete answer within {} ms",
+        timeout.as_millis()
+    ))
+}
+
+/// Runs one WebDriver async script within `deadline`: its answer, or why there is none.
+async fn run_script(
     client: &Client,
-    url: &Url,
-    method: &str,
-    body: Option<String>,
-    content_type: Option<&str>,
-    max_bytes: usize,
+    script: &str,
+    args: Vec<Value>,
+    deadline: Instant,
     timeout: Duration,
-) -> Result<Fetched, CommandFailure> {
-    let args = vec![
-        json!(url.as_str()),
-        json!(method),
-        body.map_or(Value::Null, Value::String),
-        content_type.map_or(Value::Null, |c| json!(c)),
-        json!(max_bytes),
-        json!(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
-        json!("same-origin"),
-    ];
-    let run = client.execute_async(script::FETCH, args);
-    let value = match tokio::time::timeout(timeout + SCRIPT_MARGIN, run).await {
+) -> Result<Answer, ReadError> {
+    let run = client.execute_async(script, args);
+    let value = match tokio::time::timeout_at(deadline, run).await {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            return match CommandFailure::of(&e) {
-                CommandFailure::Timeout(m) => Ok(Fetched::Failed(ConnectorError::Timeout(m))),
-                other => Err(other),
-            };
+            return Err(match CommandFailure::of(&e) {
+                CommandFailure::Timeout(m) => ReadError::Provider(ConnectorError::Timeout(m)),
+                other => ReadError::Browser(other),
+            });
         }
-        Err(_) => {
-            return Ok(Fetched::Failed(ConnectorError::Timeout(format!(
-                "no complete answer within {} ms",
-                timeout.as_millis()
-            ))));
-        }
+        Err(_) => return Err(ReadError::Provider(timeout_error(timeout))),
     };
-    let answer: FetchAnswer = serde_json::from_value(value)
-        .map_err(|e| CommandFailure::Other(format!("unreadable fetch answer: {e}")))?;
-    Ok(match answer.kind.as_str() {
-        "response" => {
-            let status = answer.status.unwrap_or(0);
-            let bytes = match (answer.text, answer.base64) {
-                (Some(text), _) => text.into_bytes(),
-                (None, Some(b64)) => base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|e| CommandFailure::Other(format!("unreadable body: {e}")))?,
-                (None, None) => Vec::new(),
-            };
-            Fetched::Response(RawResponse::new(status, answer.content_type, bytes))
-        }
-        "redirect" => Fetched::Redirect,
-        "too_large" => Fetched::Failed(ConnectorError::BodyTooLarge { limit: max_bytes }),
-        "timeout" => Fetched::Failed(ConnectorError::Timeout(format!(
-            "no complete answer within {} ms",
-            timeout.as_millis()
-        ))),
-        _ => Fetched::Failed(ConnectorError::Unreachable(
-            answer
-                .message
-                .unwrap_or_else(|| "the fetch failed".to_owned()),
-        )),
+    serde_json::from_value(value).map_err(|e| {
+        ReadError::Browser(CommandFailure::Other(format!(
+            "unreadable fetch answer: {e}"
+        )))
     })
 }
 
-/// The failure of an `/api/ds/query`-style error frame: the frame's status (the HTTP
-/// status when it gives none), its `errorType`, the complete redacted text, and the
-/// digest of the raw body as it arrived.
-pub(super) fn frame_failure(
-    mapper: &ResponseMapper,
-    raw: &RawResponse,
-    frame: super::frame::ErrorFrame,
-) -> Failure {
-    let status = frame
-        .status
-        .filter(|s| !(200..300).contains(s))
-        .unwrap_or(raw.status);
-    let mut envelope = json!({"status": "error", "error": frame.error});
-    if let Some(t) = &frame.error_type {
-        envelope["errorType"] = json!(t);
-    }
-    let as_prometheus = RawResponse::new(status, raw.content_type.clone(), envelope.to_string());
-    let mut failure = match mapper.evidence(&as_prometheus, &Compaction::default(), &KeepLabels) {
-        Err(f) => f,
-        Ok(_) => Failure::new(
-            ErrorCode::http(Provider::Wetech, status),
-            FailureClass::ProviderUnavailable,
-            mapper.redactor().redact(&frame.error),
+/// The provider's failure an answer of the page stands for.
+fn answer_failure(answer: Answer, max_bytes: usize, timeout: Duration) -> ConnectorError {
+    match answer.kind.as_str() {
+        "too_large" => ConnectorError::BodyTooLarge { limit: max_bytes },
+        "timeout" => timeout_error(timeout),
+        _ => ConnectorError::Unreachable(
+            answer
+                .message
+                .unwrap_or_else(|| "the fetch failed".to_owned()),
         ),
+    }
+}
+
+/// Sends `request` from the current page ([`script::FETCH_OPEN`]). Its body waits in
+/// the page to be read with [`PageBody::next`].
+pub(super) async fn open<'c>(
+    client: &'c Client,
+    request: &PageRequest<'_>,
+) -> Result<Opened<'c>, CommandFailure> {
+    let deadline = Instant::now() + request.timeout + SCRIPT_MARGIN;
+    let args = vec![
+        json!(request.url.as_str()),
+        json!(request.method),
+        request.body.clone().map_or(Value::Null, Value::String),
+        request.content_type.map_or(Value::Null, |c| json!(c)),
+        json!(request.max_bytes),
+        json!(u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX)),
+        json!("same-origin"),
+    ];
+    let answer = match run_script(client, script::FETCH_OPEN, args, deadline, request.timeout).await
+    {
+        Ok(a) => a,
+        Err(ReadError::Provider(e)) => return Ok(Opened::Failed(e)),
+        Err(ReadError::Browser(f)) => return Err(f),
     };
-    failure.error.http_status = Some(status);
-    failure.error.body_digest = Some(raw.body_digest(mapper.redactor()));
-    failure
+    Ok(match (answer.kind.as_str(), answer.handle) {
+        ("response", Some(handle)) => Opened::Response(PageBody {
+            client,
+            handle,
+            status: answer.status.unwrap_or(0),
+            content_type: answer.content_type,
+            max_bytes: request.max_bytes,
+            timeout: request.timeout,
+            deadline,
+            open: true,
+        }),
+        ("redirect", _) => Opened::Redirect,
+        _ => Opened::Failed(answer_failure(answer, request.max_bytes, request.timeout)),
+    })
+}
+
+impl PageBody<'_> {
+    /// The next chunk of the body ([`script::FETCH_READ`], at most [`PAGE_CHUNK_BYTES`]),
+    /// `None` after its end.
+    pub(super) async fn next(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
+        if !self.open {
+            return Ok(None);
+        }
+        let args = vec![json!(self.handle), json!(PAGE_CHUNK_BYTES)];
+        let answer = run_script(
+            self.client,
+            script::FETCH_READ,
+            args,
+            self.deadline,
+            self.timeout,
+        )
+        .await?;
+        if answer.kind != "chunk" {
+            // The page dropped the read with this answer.
+            self.open = false;
+            return Err(ReadError::Provider(answer_failure(
+                answer,
+                self.max_bytes,
+                self.timeout,
+            )));
+        }
+        self.open = !answer.last;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(answer.base64.unwrap_or_default())
+            .map_err(|e| {
+                ReadError::Browser(CommandFailure::Other(format!("unreadable chunk: {e}")))
+            })?;
+        Ok(Some(bytes))
+    }
+
+    /// Reads the rest of the body whole, refusing it past `cap` bytes.
+    pub(super) async fn read_whole(&mut self, cap: usize) -> Result<Vec<u8>, ReadError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next().await? {
+            if body.len() + chunk.len() > cap {
+                return Err(ReadError::Provider(ConnectorError::BodyTooLarge {
+                    limit: cap,
+                }));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// Ends the read: a read left before its end is cancelled in the page
+    /// ([`script::FETCH_CANCEL`]: the stream cancelled, the request aborted). Best
+    /// effort within [`CANCEL_TIMEOUT`]: a page that does not answer loses the read
+    /// with the session, which the call closes next.
+    pub(super) async fn close(&mut self) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        let cancel = self
+            .client
+            .execute(script::FETCH_CANCEL, vec![json!(self.handle)]);
+        let _ = tokio::time::timeout(CANCEL_TIMEOUT, cancel).await;
+    }
+}
+
+/// One request from the current page with its whole body (for small answers: health,
+/// the session's user), at most `request.max_bytes`.
+pub(super) async fn page_fetch(
+    client: &Client,
+    request: &PageRequest<'_>,
+) -> Result<Fetched, CommandFailure> {
+    let mut body = match open(client, request).await? {
+        Opened::Response(body) => body,
+        Opened::Redirect => return Ok(Fetched::Redirect),
+        Opened::Failed(e) => return Ok(Fetched::Failed(e)),
+    };
+    let read = body.read_whole(request.max_bytes).await;
+    body.close().await;
+    match read {
+        Ok(bytes) => Ok(Fetched::Response(RawResponse::new(
+            body.status,
+            body.content_type.take(),
+            bytes,
+        ))),
+        Err(ReadError::Provider(e)) => Ok(Fetched::Failed(e)),
+        Err(ReadError::Browser(f)) => Err(f),
+    }
 }
