@@ -5,11 +5,11 @@ of the same body from the same front and Prometheus, in the same run.
     python3 benches/large_answer.py [--provider clinic|wetech] [--series 5000,20000]
                                     [--calls 5] [--debug]
 
-For each size it builds the release binaries, starts `examples/large_answer_fixture.rs`
-(a real Prometheus 2.42 over the TiKV thread-CPU data set of `evidence-test-support`,
+For each size it builds the tool binary as it is packaged (profile `tool`) and the
+release fixture, starts `examples/large_answer_fixture.rs` (a real Prometheus 2.42 over the TiKV thread-CPU data set of `evidence-test-support`,
 N threads x 241 points over one hour, the provider's test front before it: the Clinic
 front, or for Wetech the Grafana front with its datasource proxy; a deployable Clinic v3
-or Wetech v2 folder around the release `clinic-tool` or `wetech-tool` and a signed
+or Wetech v2 folder around that `clinic-tool` or `wetech-tool` and a signed
 policy for `rate(tikv_thread_cpu_seconds_total[1m])` over that hour at 15 s), then
 alternates, N times each:
 
@@ -69,11 +69,14 @@ def ensure_gnu_time() -> None:
 
 
 def built(debug: bool, provider: str) -> tuple[str, str]:
+    """The tool binary as it is packaged (profile `tool`; `dev` with --debug) and the
+    fixture (`release`; `dev` with --debug)."""
+    tool_profile, tool_dir = ("dev", "debug") if debug else ("tool", "tool")
     profile, folder = ("dev", "debug") if debug else ("release", "release")
-    for command in (TOOL_BUILD, FIXTURE_BUILD):
-        subprocess.run([part.format(profile=profile, provider=provider) for part in command],
-                       cwd=ROOT, check=True)
-    return (str(ROOT / TOOL_BINARY.format(dir=folder, provider=provider)),
+    subprocess.run([part.format(profile=tool_profile, provider=provider) for part in TOOL_BUILD],
+                   cwd=ROOT, check=True)
+    subprocess.run([part.format(profile=profile) for part in FIXTURE_BUILD], cwd=ROOT, check=True)
+    return (str(ROOT / TOOL_BINARY.format(dir=tool_dir, provider=provider)),
             str(ROOT / FIXTURE_BINARY.format(dir=folder)))
 
 
@@ -296,7 +299,7 @@ def main() -> int:
             for n in opts.series.split(",")]
     load = os.getloadavg()
     front = "the Grafana test front's datasource proxy" if wetech else "the Clinic test front"
-    print(f"\n{opts.provider}-tool ({'dev' if opts.debug else 'release'}) vs curl, same body from "
+    print(f"\n{opts.provider}-tool ({'dev' if opts.debug else 'profile tool'}) vs curl, same body from "
           f"the same Prometheus 2.42 through {front}; {opts.calls} alternating calls each; "
           f"load average {load[0]:.1f} {load[1]:.1f}")
     if wetech:
