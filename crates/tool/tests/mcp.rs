@@ -805,7 +805,6 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
         Just("MANUS_USERNAME".to_owned()),
         Just("MANUS_REF_KEYS".to_owned()),
         Just("WETECH_STORAGE_STATE".to_owned()),
-        Just("EVIDENCE_SIGNING_KEY".to_owned()),
         Just("HTTPS_PROXY".to_owned()),
         Just("OPENCODE_PID".to_owned()),
         "[A-Z][A-Z0-9_]{0,12}".prop_filter("not one of the server's own", |n| {

@@ -3,7 +3,10 @@
 //! `tools/list` answers the package's one tool, `tools/call` reads the policy envelope
 //! afresh, runs the one sandbox call against the digest computed at start and appends
 //! the audit record before answering. At most the manifest's `concurrency` calls run at
-//! once; the others wait.
+//! once; the others wait. A call runs as its own task: when the client cancels it or the
+//! session ends, it still runs to its audit record, and the server exits only after
+//! every call it accepted has been recorded. A server that finds the policy signing key
+//! in its environment does not start.
 
 use std::borrow::Cow;
 use std::process::ExitCode;
@@ -17,8 +20,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
 
 use crate::ToolError;
+use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
@@ -33,6 +38,7 @@ struct PackageServer<T: PackageTool> {
     served: Arc<Served<T>>,
     listing: McpTool,
     permits: Arc<Semaphore>,
+    calls: TaskTracker,
 }
 
 /// Serves the tool `T` over stdio until the client closes the stream; returns the exit
@@ -41,6 +47,16 @@ struct PackageServer<T: PackageTool> {
 /// then, once, and every call is verified against that digest.
 pub fn serve_mcp<T: PackageTool>() -> ExitCode {
     let name = T::TOOL.binary_name();
+    // As the entrypoint does: a sandbox that holds the signing key runs nothing. Checked
+    // before the environment is cut down to the server's own variables, which would
+    // drop it without a word.
+    if std::env::var_os(SIGNING_KEY_ENV).is_some() {
+        eprintln!(
+            "{name} --mcp: {SIGNING_KEY_ENV} is set: the policy signing key must stay with the \
+             signer; give the server only {POLICY_KEYS_ENV}"
+        );
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = keep_only_own_variables(T::TOOL) {
         eprintln!("{name} --mcp: {e}");
         return ExitCode::FAILURE;
@@ -54,20 +70,26 @@ async fn serve<T: PackageTool>() -> Result<(), ToolError> {
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
         .max(1);
+    let calls = TaskTracker::new();
     let server = PackageServer {
         listing: tool_listing(package)?,
         served: Arc::new(served),
         permits: Arc::new(Semaphore::new(concurrency)),
+        calls: calls.clone(),
     };
     let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ToolError::Mcp(format!("the session did not start: {e}")))?;
-    running
+    let ended = running
         .waiting()
         .await
-        .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")))?;
-    Ok(())
+        .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")));
+    // Every accepted call runs to its audit record, whatever ended the session (each is
+    // bounded by its own time limits).
+    calls.close();
+    calls.wait().await;
+    ended.map(drop)
 }
 
 /// The MCP projection of a managed result, as `rmcp`'s type: one text block holding
@@ -121,18 +143,23 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         // them (a bad argument is a result, never a protocol error).
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let args = arguments.to_string();
-        let _permit = self
-            .permits
-            .acquire()
+        let (served, permits) = (self.served.clone(), self.permits.clone());
+        // Its own task: a cancelled request or an ended session does not stop the call
+        // between its start and its record.
+        let call = self.calls.spawn(async move {
+            let _permit = permits
+                .acquire_owned()
+                .await
+                .map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
+            let (result, audit) = served.answer(move || Ok(args)).await?;
+            // A result is never returned without its record.
+            write_audit(&audit)?;
+            Ok::<_, ToolError>(result)
+        });
+        let result = call
             .await
-            .map_err(|e| ErrorData::internal_error(format!("no call slot: {e}"), None))?;
-        let (result, audit) = self
-            .served
-            .answer(move || Ok(args))
-            .await
+            .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
             .map_err(|e| internal(&e))?;
-        // A result is never returned without its record.
-        write_audit(&audit).map_err(|e| internal(&e))?;
         Ok(to_call_tool_result(&result)
             .map_err(|e| internal(&e))?
             .into())

@@ -1,0 +1,267 @@
+//! A package's MCP server over a session's life, on the wire against real Prometheus
+//! behind the Clinic front: each call runs under exactly one policy, the one envelope it
+//! read when it started, however the runtime replaces the file meanwhile; no call is
+//! left without its audit record when the client cancels it or ends the session; and a
+//! server that finds the policy signing key in its environment does not start.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use evidence_result::{McpCallToolResult, ToolResult};
+use evidence_test_support as test_support;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use support::*;
+
+const TOKEN: &str = "mcp-sessions-clinic-token-01";
+
+fn args(query_id: &str) -> Value {
+    json!({"queries": [{"queryId": query_id, "expr": test_support::TIDB_CPU.expr,
+                        "step": "15s", "unit": "cores"}]})
+}
+
+fn call_message(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "managed_auto_oncall_clinic", "arguments": args(&format!("q{id}"))}})
+}
+
+fn initialize(wire: &mut Wire) {
+    wire.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "mcp-sessions-test", "version": "1"}}),
+    );
+    wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+struct Setup {
+    _prometheus: test_support::Prometheus,
+    front: test_support::ClinicFront,
+    dir: tempfile::TempDir,
+    clinic: std::path::PathBuf,
+}
+
+async fn setup(delay: Duration) -> Setup {
+    let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+        .await
+        .unwrap();
+    let front =
+        test_support::ClinicFront::start(&prometheus.url(), SecretString::from(TOKEN.to_owned()))
+            .await
+            .unwrap();
+    front.faults().set_delay(delay);
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    Setup {
+        _prometheus: prometheus,
+        front,
+        dir,
+        clinic,
+    }
+}
+
+impl Setup {
+    fn env(&self, envelope: &Path) -> Vec<(&'static str, String)> {
+        let signed = Signed {
+            envelope: envelope.to_path_buf(),
+            keys: policy_keys(),
+        };
+        let mut env = runtime_env(&signed, &self.dir.path().join("audit.jsonl"));
+        env.push(("CLINIC_BASE_URL", self.front.base_url()));
+        env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
+        env
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        audit_records(&self.dir.path().join("audit.jsonl"))
+    }
+}
+
+/// The policy `id` whose window starts `shift` seconds before APID-29213's.
+fn shifted_policy(id: &str, shift: i64) -> Value {
+    let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
+    policy(
+        "clinic",
+        "managed_auto_oncall_clinic",
+        json!({"policy_id": id, "window": {
+            "start": ts(test_support::APID_29213_START - shift),
+            "end": ts(test_support::APID_29213_END - shift)}}),
+    )
+}
+
+fn result_of(message: &Value) -> ToolResult {
+    let mcp: McpCallToolResult = serde_json::from_value(message["result"].clone()).unwrap();
+    ToolResult::from_mcp(&mcp).unwrap()
+}
+
+/// The runtime replaces the envelope (write a new file, rename it over) while calls are
+/// in flight: a call keeps the policy it read when it started, to its result and its
+/// audit record, and a call that starts after the rename reads the new one.
+#[tokio::test]
+async fn each_call_runs_under_the_one_policy_it_read_at_its_start() {
+    let s = setup(Duration::from_millis(1500)).await;
+    let first = sign(
+        s.dir.path(),
+        "envelope.json",
+        &s.clinic,
+        &shifted_policy("pol-first", 0),
+    );
+    let second = sign(
+        s.dir.path(),
+        "next.json",
+        &s.clinic,
+        &shifted_policy("pol-second", 60),
+    );
+    let (env, bin) = (s.env(&first.envelope), entrypoint(&s.clinic));
+    let (live, replacement) = (first.envelope.clone(), second.envelope.clone());
+    let answers = blocking(move || {
+        let mut wire = Wire::start_with(&bin, &env);
+        initialize(&mut wire);
+        // Four calls take the four slots and read the first envelope; then the file is
+        // replaced while they wait for the provider; four more calls start only when
+        // slots free up, after the rename.
+        for id in 1..=4 {
+            wire.send(call_message(id));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        std::fs::rename(&replacement, &live).unwrap();
+        for id in 5..=8 {
+            wire.send(call_message(id));
+        }
+        let mut answers = std::collections::BTreeMap::new();
+        while answers.len() < 8 {
+            let mut line = String::new();
+            assert!(
+                wire.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if let Some(id) = message["id"].as_u64() {
+                answers.insert(id, result_of(&message));
+            }
+        }
+        answers
+    })
+    .await;
+    let records = s.audit();
+    assert_eq!(records.len(), 8);
+    let start_of = |id: &str| match id {
+        "pol-first" => test_support::APID_29213_START,
+        "pol-second" => test_support::APID_29213_START - 60,
+        other => panic!("an audit record names policy {other}"),
+    };
+    for (id, result) in &answers {
+        let details = serde_json::to_value(result.details()).unwrap();
+        let item = &details["items"][0];
+        let digest = item["request_digest"].as_str().unwrap();
+        let record = records
+            .iter()
+            .find(|r| r["request_digests"][0] == digest)
+            .unwrap_or_else(|| panic!("call {id} has no audit record: {details}"));
+        let policy_id = record["policy_id"].as_str().unwrap();
+        // The window the call queried is its recorded policy's.
+        assert_eq!(
+            item["evidence"]["window"]["start"],
+            start_of(policy_id),
+            "call {id} under {policy_id}: {details}"
+        );
+        let expected = if *id <= 4 { "pol-first" } else { "pol-second" };
+        assert_eq!(policy_id, expected, "call {id}");
+    }
+}
+
+/// The client cancels one call and then ends the session (closes stdin) while both are
+/// still waiting for the provider: the server finishes both, appends both audit
+/// records, and only then exits.
+#[tokio::test]
+async fn ending_the_session_leaves_no_call_without_its_record() {
+    let s = setup(Duration::from_millis(2000)).await;
+    let signed = sign(
+        s.dir.path(),
+        "envelope.json",
+        &s.clinic,
+        &shifted_policy("pol-session", 0),
+    );
+    let (env, bin) = (s.env(&signed.envelope), entrypoint(&s.clinic));
+    let status = blocking(move || {
+        let mut child = Command::new(&bin)
+            .arg("--mcp")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "mcp-sessions-test", "version": "1"}}}),
+        );
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(call_message(1));
+        send(call_message(2));
+        std::thread::sleep(Duration::from_millis(300));
+        send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 2, "reason": "the user stopped it"}}),
+        );
+        drop(stdin);
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the server did not exit after the session ended"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await;
+    assert!(status.success(), "{status:?}");
+    let records = s.audit();
+    let ids: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|r| r["query_ids"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["q1", "q2"].into_iter().collect(), "{records:?}");
+    assert_eq!(s.front.requests().len(), 2);
+}
+
+/// As the entrypoint refuses to run, the server refuses to start when the policy
+/// signing key is in its environment, and says why; it does not silently drop it.
+#[tokio::test]
+async fn a_server_given_the_signing_key_does_not_start() {
+    let s = setup(Duration::ZERO).await;
+    let signed = sign(
+        s.dir.path(),
+        "envelope.json",
+        &s.clinic,
+        &shifted_policy("pol-key", 0),
+    );
+    let mut env = s.env(&signed.envelope);
+    env.push(("EVIDENCE_SIGNING_KEY", signing_key()));
+    let bin = entrypoint(&s.clinic);
+    let (code, out, err) = blocking(move || {
+        let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
+        run(&bin, &["--mcp"], &env, "")
+    })
+    .await;
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("EVIDENCE_SIGNING_KEY is set"), "{err}");
+    assert!(!err.contains(&signing_key()), "the key itself was printed");
+}
