@@ -80,6 +80,11 @@ pub struct AuditRecord {
     /// process hashed: its running code and the manifest it read then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub folder_changed: bool,
+    /// Whether the call was cut off before it produced its result: the serving process
+    /// was told to stop (SIGTERM, SIGINT) while the call ran. Its `status` is `error`
+    /// and nothing about its outcome is known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
@@ -179,7 +184,39 @@ impl AuditRecord {
             blocked_secrets: call.blocked_secrets.clone(),
             unguarded: Vec::new(),
             folder_changed: false,
+            cancelled: false,
         })
+    }
+
+    /// The record of a call of `package` that was cut off before it produced a result
+    /// (see [`AuditRecord::cancelled`]): when it started, how long it ran and the query
+    /// ids its arguments named.
+    pub fn for_cancelled(
+        package: &Package,
+        time: Timestamp,
+        duration: Duration,
+        query_ids: Vec<QueryId>,
+    ) -> Self {
+        AuditRecord {
+            time,
+            stream: package.manifest().audit_stream.clone(),
+            package: package.identity().clone(),
+            revision: Some(package.revision()),
+            digest: Some(package.digest()),
+            policy_id: None,
+            ticket: None,
+            query_ids,
+            request_digests: Vec::new(),
+            status: Status::Error,
+            failure_class: None,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            output_bytes: 0,
+            blocked: false,
+            blocked_secrets: Vec::new(),
+            unguarded: Vec::new(),
+            folder_changed: false,
+            cancelled: true,
+        }
     }
 
     /// The same record, listing the values the call's secret binding left unguarded

@@ -9,7 +9,7 @@ mod support;
 
 use std::io::{BufRead as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use evidence_result::{McpCallToolResult, ToolResult};
@@ -98,6 +98,41 @@ fn shifted_policy(id: &str, shift: i64) -> Value {
 fn result_of(message: &Value) -> ToolResult {
     let mcp: McpCallToolResult = serde_json::from_value(message["result"].clone()).unwrap();
     ToolResult::from_mcp(&mcp).unwrap()
+}
+
+/// A server process of `bin` with exactly `env`, initialized over its stdin; its stdout
+/// is read on a thread to the end (answers are not looked at).
+fn started(bin: &Path, env: &[(&'static str, String)]) -> (Child, ChildStdin) {
+    let mut child = Command::new(bin)
+        .arg("--mcp")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "mcp-sessions-test", "version": "1"}}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    (child, stdin)
 }
 
 /// The runtime replaces the envelope (write a new file, rename it over) while calls are
@@ -190,27 +225,8 @@ async fn ending_the_session_leaves_no_call_without_its_record() {
     );
     let (env, bin) = (s.env(&signed.envelope), entrypoint(&s.clinic));
     let status = blocking(move || {
-        let mut child = Command::new(&bin)
-            .arg("--mcp")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (mut child, mut stdin) = started(&bin, &env);
         let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
-        send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "mcp-sessions-test", "version": "1"}}}),
-        );
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         send(call_message(1));
         send(call_message(2));
         std::thread::sleep(Duration::from_millis(300));
@@ -264,4 +280,46 @@ async fn a_server_given_the_signing_key_does_not_start() {
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert!(err.contains("EVIDENCE_SIGNING_KEY is set"), "{err}");
     assert!(!err.contains(&signing_key()), "the key itself was printed");
+}
+
+/// An MCP client that closes a session waits a moment for its server, then sends
+/// SIGTERM (the official Python SDK waits 2 s). A call still waiting for the provider
+/// then is recorded as cancelled, with its query id, and the server exits at once.
+#[tokio::test]
+async fn a_stopped_server_records_each_running_call_as_cancelled() {
+    let s = setup(Duration::from_millis(10_000)).await;
+    let signed = sign(
+        s.dir.path(),
+        "envelope.json",
+        &s.clinic,
+        &shifted_policy("pol-stop", 0),
+    );
+    let (env, bin) = (s.env(&signed.envelope), entrypoint(&s.clinic));
+    let (status, took) = blocking(move || {
+        let (mut child, mut stdin) = started(&bin, &env);
+        let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
+        send(call_message(7));
+        std::thread::sleep(Duration::from_millis(500));
+        drop(stdin);
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped = std::time::Instant::now();
+        let kill = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        (status, stopped.elapsed())
+    })
+    .await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "the server took {took:?} to stop"
+    );
+    let records = s.audit();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["cancelled"], true, "{}", records[0]);
+    assert_eq!(records[0]["query_ids"], json!(["q7"]));
+    assert_eq!(records[0]["status"], "error");
 }

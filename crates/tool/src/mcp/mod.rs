@@ -14,6 +14,7 @@
 //! whatever environment the client started it with.
 
 mod environment;
+mod inflight;
 mod listing;
 mod server;
 

@@ -5,7 +5,9 @@
 //! the audit record before answering. At most the manifest's `concurrency` calls run at
 //! once; the others wait. A call runs as its own task: when the client cancels it or the
 //! session ends, it still runs to its audit record, and the server exits only after
-//! every call it accepted has been recorded. A server that finds the policy signing key
+//! every call it accepted has been recorded. Told to stop (SIGTERM, SIGINT: what an MCP
+//! client sends when a closed session's server does not exit in time), it records each
+//! call still running as cancelled and exits. A server that finds the policy signing key
 //! in its environment does not start.
 
 use std::borrow::Cow;
@@ -25,6 +27,7 @@ use tokio_util::task::TaskTracker;
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::mcp::environment::keep_only_own_variables;
+use crate::mcp::inflight::InFlight;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
 use crate::process::Served;
@@ -39,6 +42,7 @@ struct PackageServer<T: PackageTool> {
     listing: McpTool,
     permits: Arc<Semaphore>,
     calls: TaskTracker,
+    inflight: Arc<InFlight>,
 }
 
 /// Serves the tool `T` over stdio until the client closes the stream; returns the exit
@@ -71,25 +75,67 @@ async fn serve<T: PackageTool>() -> Result<(), ToolError> {
         .unwrap_or(1)
         .max(1);
     let calls = TaskTracker::new();
+    let inflight = Arc::new(InFlight::default());
+    let served = Arc::new(served);
     let server = PackageServer {
-        listing: tool_listing(package)?,
-        served: Arc::new(served),
+        listing: tool_listing(served.package())?,
+        served: served.clone(),
         permits: Arc::new(Semaphore::new(concurrency)),
         calls: calls.clone(),
+        inflight: inflight.clone(),
     };
+    let mut stop = StopSignals::new()?;
     let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ToolError::Mcp(format!("the session did not start: {e}")))?;
-    let ended = running
-        .waiting()
-        .await
-        .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")));
-    // Every accepted call runs to its audit record, whatever ended the session (each is
-    // bounded by its own time limits).
-    calls.close();
-    calls.wait().await;
-    ended.map(drop)
+    let session = async {
+        let ended = running
+            .waiting()
+            .await
+            .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")));
+        // Every accepted call runs to its audit record, whatever ended the session (each
+        // is bounded by its own time limits).
+        calls.close();
+        calls.wait().await;
+        ended.map(drop)
+    };
+    tokio::select! {
+        ended = session => ended,
+        () = stop.received() => {
+            for record in inflight.cancel_all(served.package()) {
+                write_audit(&record)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// SIGTERM and SIGINT, registered before the session starts.
+#[derive(Debug)]
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> Result<Self, ToolError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let register = |kind| {
+            signal(kind).map_err(|e| ToolError::Mcp(format!("cannot watch for stop signals: {e}")))
+        };
+        Ok(StopSignals {
+            terminate: register(SignalKind::terminate())?,
+            interrupt: register(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 /// The MCP projection of a managed result, as `rmcp`'s type: one text block holding
@@ -144,16 +190,26 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let args = arguments.to_string();
         let (served, permits) = (self.served.clone(), self.permits.clone());
+        let inflight = self.inflight.clone();
+        let key = inflight.enter(&args);
         // Its own task: a cancelled request or an ended session does not stop the call
         // between its start and its record.
         let call = self.calls.spawn(async move {
-            let _permit = permits
-                .acquire_owned()
-                .await
-                .map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
-            let (result, audit) = served.answer(move || Ok(args)).await?;
-            // A result is never returned without its record.
-            write_audit(&audit)?;
+            let answered = async {
+                let _permit = permits
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
+                served.answer(move || Ok(args)).await
+            }
+            .await;
+            // A result is never returned without its record; a call the stop already
+            // recorded as cancelled writes none.
+            let own_record = inflight.leave(key);
+            let (result, audit) = answered?;
+            if own_record {
+                write_audit(&audit)?;
+            }
             Ok::<_, ToolError>(result)
         });
         let result = call
