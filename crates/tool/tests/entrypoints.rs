@@ -86,8 +86,17 @@ impl Clinic {
 
     /// Runs `bin` with `env` and the Clinic arguments; exit 0 and one parsed result.
     async fn call(&self, bin: &Path, env: Vec<(&'static str, String)>) -> ToolResult {
+        self.call_with(bin, env, clinic_args()).await
+    }
+
+    async fn call_with(
+        &self,
+        bin: &Path,
+        env: Vec<(&'static str, String)>,
+        args: String,
+    ) -> ToolResult {
         let bin = bin.to_owned();
-        let (code, out, err) = blocking(move || run(&bin, &[], &env, &clinic_args())).await;
+        let (code, out, err) = blocking(move || run(&bin, &[], &env, &args)).await;
         assert_eq!(code, 0, "a result is written with exit 0: {err}");
         ToolResult::from_json(out.trim()).unwrap()
     }
@@ -439,4 +448,36 @@ fn auth_bindings_inject_exactly_what_the_tools_read() {
         read.sort_unstable();
         assert_eq!(injected, read, "{identity} {revision}");
     }
+}
+
+/// `absent()` under the injected scope, against real Prometheus: the scope matcher the
+/// lock adds to every selector (`cluster_id="SaaS01"`) becomes a label of `absent`'s
+/// output series, as it does behind prom-label-proxy. So `absent(x)` through the tool
+/// answers "x is absent in the policy's cluster" with one series labelled with that
+/// cluster (Prometheus itself would give one series without labels), and nothing of any
+/// other cluster. The behaviour is kept and stated in the README's scope rule.
+#[tokio::test]
+async fn absent_carries_the_injected_scope_label_as_behind_prom_label_proxy() {
+    let clinic = Clinic::start().await;
+    let bin = entrypoint(&clinic.package);
+    let args = json!({"queries": [{"queryId": "gone", "step": "15s",
+                                   "expr": "absent(tidb_no_such_metric_total)"}]});
+    let result = clinic.call_with(&bin, clinic.env(), args.to_string()).await;
+    let details = serde_json::to_value(result.details()).unwrap();
+    let item = &details["items"][0];
+    assert_eq!(item["status"], "ok", "{details}");
+    let evidence = &item["evidence"];
+    assert_eq!(evidence["series_count"], 1, "{details}");
+    assert_eq!(
+        evidence["common_labels"],
+        json!({"cluster_id": "SaaS01"}),
+        "{details}"
+    );
+    assert!(
+        evidence["expr"]
+            .as_str()
+            .unwrap()
+            .contains(r#"tidb_no_such_metric_total{cluster_id="SaaS01"}"#),
+        "{details}"
+    );
 }
