@@ -13,19 +13,24 @@ use crate::tools::PackageTool;
 pub const MCP_FLAG: &str = "--mcp";
 
 /// Runs the binary of the tool `T` with the process's command-line arguments: none for
-/// the entrypoint, [`MCP_FLAG`] for the MCP server. Anything else is a usage error
-/// (exit 2). The tool is a type, so a binary holds only its own connector's code.
+/// the entrypoint, [`MCP_FLAG`] for the MCP server, `--help` (or `-h`) for the usage on
+/// stdout (exit 0). Anything else is a usage error (exit 2). The tool is a type, so a binary holds only its own connector's code.
 pub fn run_tool_binary<T: PackageTool>() -> ExitCode {
     // `args_os`: an argument that is not Unicode is a usage error, never a panic.
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let usage = format!(
+        "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       {name} {MCP_FLAG}      (MCP server over stdio)",
+        name = T::TOOL.binary_name()
+    );
     match args.as_slice() {
         [] => run_entrypoint::<T>(),
         [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(),
+        [flag] if flag.as_os_str() == "--help" || flag.as_os_str() == "-h" => {
+            println!("{usage}");
+            ExitCode::SUCCESS
+        }
         _ => {
-            eprintln!(
-                "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       {name} {MCP_FLAG}      (MCP server over stdio)",
-                name = T::TOOL.binary_name()
-            );
+            eprintln!("{usage}");
             ExitCode::from(2)
         }
     }

@@ -481,3 +481,38 @@ async fn absent_carries_the_injected_scope_label_as_behind_prom_label_proxy() {
         "{details}"
     );
 }
+
+/// `sign-policy` refuses a policy that has already expired (no sandbox would accept it)
+/// and says why; a tool binary's `--help` prints its usage and exits 0, where any other
+/// argument is a usage error (exit 2).
+#[test]
+fn the_signer_refuses_an_expired_policy_and_help_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (package, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    let past =
+        |hours: i64| (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(hours)).to_string();
+    let expired = policy(
+        "clinic",
+        "managed_auto_oncall_clinic",
+        json!({"issued_at": past(2), "expires_at": past(1)}),
+    );
+    let (code, out, err) = run(
+        Path::new(SIGN_POLICY),
+        &["--package-dir", package.to_str().unwrap()],
+        &[
+            ("EVIDENCE_SIGNING_KID", KID.into()),
+            ("EVIDENCE_SIGNING_KEY", signing_key()),
+        ],
+        &expired.to_string(),
+    );
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("expired"), "{err}");
+
+    for bin in [CLINIC_TOOL, MANUS_TOOL, WETECH_TOOL] {
+        let (code, out, _) = run(Path::new(bin), &["--help"], &[], "");
+        assert_eq!(code, 0, "{bin}");
+        assert!(out.starts_with("usage: ") && out.contains("--mcp"), "{out}");
+        let (code, out, err) = run(Path::new(bin), &["--bogus"], &[], "");
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    }
+}

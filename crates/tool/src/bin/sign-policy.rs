@@ -104,6 +104,16 @@ fn run() -> Result<(), Box<dyn Error>> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let policy: TrustedPolicy = serde_json::from_str(&input)?;
+    // An envelope that no sandbox would accept is refused here, with the reason, rather
+    // than signed without a word.
+    let now = jiff::Timestamp::now();
+    if policy.expires_at <= now {
+        return Err(format!(
+            "the policy expired at {} (now {now}): nothing signed; give it a later expires_at",
+            policy.expires_at
+        )
+        .into());
+    }
     let envelope = signer.sign(&policy, digest)?;
     println!("{}", envelope.to_json()?);
     Ok(())
