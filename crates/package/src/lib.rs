@@ -21,6 +21,7 @@ pub use catalog::{
 pub use error::PackageError;
 pub use guard::{
     BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
+    cut_at_char_boundary, searched_forms,
 };
 pub use manifest::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
