@@ -203,8 +203,9 @@ impl Derivation<'_> {
         self.leaves(what, value, &parsed, String::new(), named, depth)
     }
 
-    /// The text and number leaves of `json` (the parsed form of `whole`), each with its
-    /// role; a leaf equal to `whole` is `whole` itself and is not repeated.
+    /// The text, number and boolean leaves of `json` (the parsed form of `whole`), each
+    /// with its role; a leaf that is `whole` itself (a text equal to it, a number or
+    /// boolean at the root) is not repeated.
     fn leaves(
         &mut self,
         what: &str,
@@ -237,22 +238,20 @@ impl Derivation<'_> {
                 };
                 self.entry(&leaf_what(&at), text.as_bytes(), role, named, depth + 1)?;
             }
-            Value::Number(number) => {
+            // A whole value that is one number or boolean is that value already, in
+            // another spelling at most (`0e0`).
+            Value::Number(number) if !at.is_empty() => {
                 let text = Zeroizing::new(number.to_string());
-                if text.as_bytes() != whole {
-                    let role = if named {
-                        Role::Credential("a JSON number under a name of a credential")
-                    } else {
-                        Role::Data
-                    };
-                    push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), role);
-                }
+                let role = if named {
+                    Role::Credential("a JSON number under a name of a credential")
+                } else {
+                    Role::Data
+                };
+                push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), role);
             }
-            Value::Bool(flag) => {
+            Value::Bool(flag) if !at.is_empty() => {
                 let text = if *flag { "true" } else { "false" };
-                if text.as_bytes() != whole {
-                    push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), Role::Data);
-                }
+                push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), Role::Data);
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
@@ -265,7 +264,7 @@ impl Derivation<'_> {
                     self.leaves(what, whole, item, format!("{at}/{key}"), named, depth + 1)?;
                 }
             }
-            Value::String(_) | Value::Null => {}
+            Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => {}
         }
         Ok(())
     }
