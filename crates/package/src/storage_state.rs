@@ -74,9 +74,9 @@ fn cookie_role(cookie: &Cookie) -> Role {
 }
 
 /// The values a storage state protects: every cookie value as stored and
-/// percent-decoded; every localStorage value whole; every text and number leaf of each
-/// of these that is JSON, at any depth, and of JSON held in such a leaf; for each of
-/// these that looks like a JWT, also each segment.
+/// percent-decoded; every localStorage value whole; every text, number and boolean leaf
+/// of each of these that is JSON, at any depth, and of JSON held in a text leaf; for each
+/// of these that looks like a JWT, also each segment.
 ///
 /// Roles: a cookie is a credential when it is `httpOnly`, named like a session or
 /// credential (`grafana_session`, `JSESSIONID`, `XSRF-TOKEN`; see `credential`), or a
