@@ -9,6 +9,11 @@
 //! one of its words is a short credential word (`sid`, `key`, `pwd`, ...), unless its
 //! last word describes a credential instead of holding one (`expiry`, `type`, `at`, ...:
 //! `grafana_session_expiry`, `token_type`, `sessionCreatedAt`).
+//!
+//! Inside JSON (a localStorage value, a cookie value, JSON held in a JSON string) a name
+//! reaches down: a text or number leaf is a credential when a name on its path from the
+//! entry down names a credential and no name below that one describes a credential
+//! (`{"session":{"id":"…"}}` is one, `{"session":{"expires_at":…}}` is not).
 
 /// Substrings of a lower-cased name that mark a credential.
 const MARKERS: [&str; 14] = [
@@ -75,16 +80,21 @@ fn words(name: &str) -> Vec<String> {
     out
 }
 
+/// True when the last word of `name` describes a credential instead of holding one
+/// (`grafana_session_expiry`, `token_type`, `expires_at`).
+pub(crate) fn describes_credential(name: &str) -> bool {
+    words(name)
+        .last()
+        .is_some_and(|last| DESCRIPTORS.contains(&last.as_str()))
+}
+
 /// True when `name` (a cookie name, a localStorage key or a JSON object key) names a
 /// credential.
 pub(crate) fn names_credential(name: &str) -> bool {
-    let words = words(name);
-    if words
-        .last()
-        .is_some_and(|last| DESCRIPTORS.contains(&last.as_str()))
-    {
+    if describes_credential(name) {
         return false;
     }
+    let words = words(name);
     let lower = name.to_ascii_lowercase();
     MARKERS.iter().any(|m| lower.contains(m)) || words.iter().any(|w| WORDS.contains(&w.as_str()))
 }

@@ -21,6 +21,7 @@ pub use catalog::{
 pub use error::PackageError;
 pub use guard::{
     BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
+    cut_at_char_boundary, searched_forms,
 };
 pub use manifest::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
@@ -30,6 +31,7 @@ pub use manifest::{
 pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
 pub use revision::Revision;
 pub use secrets::{BindingReport, SandboxEnv, SecretBinding, SecretValues};
+pub use storage_state::storage_state_values;
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

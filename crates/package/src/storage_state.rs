@@ -9,7 +9,7 @@ use serde_json::Value;
 use zeroize::Zeroizing;
 
 use crate::PackageError;
-use crate::credential::names_credential;
+use crate::credential::{describes_credential, names_credential};
 
 #[derive(Deserialize)]
 struct StorageState {
@@ -74,15 +74,22 @@ fn cookie_role(cookie: &Cookie) -> Role {
 }
 
 /// The values a storage state protects: every cookie value as stored and
-/// percent-decoded; every localStorage value whole and, where it parses as JSON, each
-/// string leaf; for each of these that looks like a JWT, also each segment.
+/// percent-decoded; every localStorage value whole; every text, number and boolean leaf
+/// of each of these that is JSON, at any depth, and of JSON held in a text leaf; for each
+/// of these that looks like a JWT, also each segment.
 ///
 /// Roles: a cookie is a credential when it is `httpOnly`, named like a session or
 /// credential (`grafana_session`, `JSESSIONID`, `XSRF-TOKEN`; see `credential`), or a
 /// JWT; a whole localStorage value when its key is named like a credential or it is a
-/// JWT; a JSON leaf when its nearest object key is named like a credential or it is a
-/// JWT. Everything else is page state. Empty page state carries nothing and is left
-/// out; an empty credential is kept (and refused as too short).
+/// JWT. A text or number leaf of JSON is a credential when it is a JWT, or when a name on
+/// its path names a credential (the cookie name or localStorage key, then the object keys
+/// down to the leaf, through arrays) and no key below that name describes a credential
+/// (`expires_at`, `token_type`): `{"session":{"id":"…"}}` and `{"pin":1234}` are
+/// credentials. A number counts as the text JSON gives it (`1234`). A boolean is page
+/// state wherever it is: one bit authenticates nothing, and `true`/`false` are
+/// too short to search for. `null` holds nothing. Everything else is page state. Empty
+/// page state carries nothing and is left out; an empty credential is kept (and refused
+/// as too short). A JSON value nested deeper than 64 levels refuses the state.
 pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>, PackageError> {
     let state: StorageState =
         serde_json::from_str(json).map_err(|e| PackageError::InvalidStorageState {
@@ -100,97 +107,166 @@ pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>,
                 e.column()
             ),
         })?;
-    let mut out = Vec::new();
+    let mut derive = Derivation {
+        name,
+        out: Vec::new(),
+    };
     for cookie in &state.cookies {
         let what = format!("cookie `{}`", cookie.name);
         let role = cookie_role(cookie);
+        let named = names_credential(&cookie.name);
         let value = cookie.value.expose_secret().as_bytes();
-        push_with_segments(&mut out, &what, value, role);
+        derive.entry(&what, value, role, named, 0)?;
         let decoded: Zeroizing<Vec<u8>> =
             Zeroizing::new(percent_encoding::percent_decode(value).collect());
         if decoded.as_slice() != value {
-            push_with_segments(
-                &mut out,
+            derive.entry(
                 &format!("{what} (percent-decoded)"),
                 &decoded,
                 role,
-            );
+                named,
+                0,
+            )?;
         }
     }
     for origin in &state.origins {
         for entry in &origin.local_storage {
             let what = format!("localStorage `{}` of {}", entry.name, origin.origin);
-            let value = entry.value.expose_secret();
-            let role = if names_credential(&entry.name) {
+            let value = entry.value.expose_secret().as_bytes();
+            let named = names_credential(&entry.name);
+            let role = if named {
                 Role::Credential("a localStorage entry named like a credential")
-            } else if jwt_segments(value.as_bytes()).is_some() {
+            } else if jwt_segments(value).is_some() {
                 Role::Credential("a JWT")
             } else {
                 Role::Data
             };
-            push_with_segments(&mut out, &what, value.as_bytes(), role);
-            if let Ok(parsed) = serde_json::from_str::<Value>(value) {
-                let mut leaves = Vec::new();
-                string_leaves(&parsed, String::new(), None, &mut leaves, 0);
-                for leaf in leaves {
-                    if leaf.value == value {
-                        continue;
-                    }
-                    let role = if jwt_segments(leaf.value.as_bytes()).is_some() {
-                        Role::Credential("a JWT")
-                    } else if leaf.key.is_some_and(names_credential) {
-                        Role::Credential("a JSON leaf named like a credential")
-                    } else {
-                        Role::Data
-                    };
-                    push_with_segments(
-                        &mut out,
-                        &format!("{what} (JSON leaf {})", leaf.pointer),
-                        leaf.value.as_bytes(),
-                        role,
-                    );
+            derive.entry(&what, value, role, named, 0)?;
+        }
+    }
+    Ok(derive.out)
+}
+
+/// Every value of a browser storage state (Playwright `storageState` JSON) that the
+/// output guard protects in it, for a redactor of provider text that must cover what the
+/// guard covers: each value [`GuardBuilder::add_storage_state`](crate::GuardBuilder::add_storage_state)
+/// derives (cookie values as stored and percent-decoded, localStorage values, the text
+/// and number leaves of JSON among them at any depth, JWT segments, the token of an
+/// authorization value) that is at least [`MIN_SECRET_BYTES`](crate::MIN_SECRET_BYTES)
+/// long and is text. Shorter values are page state or refused by the binding.
+///
+/// Errors: the state is not `storageState` JSON, or nests JSON deeper than 64 levels
+/// (the message names `name` and a position, never a value).
+pub fn storage_state_values(
+    name: &str,
+    state: &SecretString,
+) -> Result<Vec<SecretString>, PackageError> {
+    Ok(derive_values(name, state.expose_secret())?
+        .into_iter()
+        .filter(|d| d.value.len() >= crate::MIN_SECRET_BYTES)
+        // A value that is not UTF-8 (a percent-decoding of other bytes) never appears in
+        // text as itself; the guard searches its encodings.
+        .filter_map(|d| {
+            std::str::from_utf8(&d.value)
+                .ok()
+                .map(|v| SecretString::from(v.to_owned()))
+        })
+        .collect())
+}
+
+/// JSON deeper than this (counting JSON held in strings) refuses the state: its leaves
+/// could not all be classified.
+const MAX_JSON_DEPTH: usize = 64;
+
+/// The values derived so far from the storage state called `name`.
+struct Derivation<'n> {
+    name: &'n str,
+    out: Vec<DerivedValue>,
+}
+
+impl Derivation<'_> {
+    /// One value (a cookie or localStorage value, or a text leaf of JSON) with `role`,
+    /// and, when it is JSON, its leaves; `named` tells whether a name above it names a
+    /// credential.
+    fn entry(
+        &mut self,
+        what: &str,
+        value: &[u8],
+        role: Role,
+        named: bool,
+        depth: usize,
+    ) -> Result<(), PackageError> {
+        push_with_segments(&mut self.out, what, value, role);
+        let Ok(parsed) = serde_json::from_slice::<Value>(value) else {
+            return Ok(());
+        };
+        self.leaves(what, value, &parsed, String::new(), named, depth)
+    }
+
+    /// The text, number and boolean leaves of `json` (the parsed form of `whole`), each
+    /// with its role; a leaf that is `whole` itself (a text equal to it, a number or
+    /// boolean at the root) is not repeated.
+    fn leaves(
+        &mut self,
+        what: &str,
+        whole: &[u8],
+        json: &Value,
+        at: String,
+        named: bool,
+        depth: usize,
+    ) -> Result<(), PackageError> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(PackageError::InvalidStorageState {
+                name: self.name.to_owned(),
+                reason: format!("{what} nests JSON deeper than {MAX_JSON_DEPTH} levels"),
+            });
+        }
+        let leaf_what = |at: &str| {
+            format!(
+                "{what} (JSON leaf {})",
+                if at.is_empty() { "/" } else { at }
+            )
+        };
+        match json {
+            Value::String(text) if text.as_bytes() != whole => {
+                let role = if jwt_segments(text.as_bytes()).is_some() {
+                    Role::Credential("a JWT")
+                } else if named {
+                    Role::Credential("a JSON leaf under a name of a credential")
+                } else {
+                    Role::Data
+                };
+                self.entry(&leaf_what(&at), text.as_bytes(), role, named, depth + 1)?;
+            }
+            // A whole value that is one number or boolean is that value already, in
+            // another spelling at most (`0e0`).
+            Value::Number(number) if !at.is_empty() => {
+                let text = Zeroizing::new(number.to_string());
+                let role = if named {
+                    Role::Credential("a JSON number under a name of a credential")
+                } else {
+                    Role::Data
+                };
+                push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), role);
+            }
+            Value::Bool(flag) if !at.is_empty() => {
+                let text = if *flag { "true" } else { "false" };
+                push_with_segments(&mut self.out, &leaf_what(&at), text.as_bytes(), Role::Data);
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.leaves(what, whole, item, format!("{at}/{i}"), named, depth + 1)?;
                 }
             }
-        }
-    }
-    Ok(out)
-}
-
-/// A string leaf of a JSON value: its JSON pointer, the key of the object that holds it
-/// (the nearest one, through arrays) and its value.
-struct Leaf<'a> {
-    pointer: String,
-    key: Option<&'a str>,
-    value: &'a str,
-}
-
-fn string_leaves<'a>(
-    value: &'a Value,
-    at: String,
-    key: Option<&'a str>,
-    out: &mut Vec<Leaf<'a>>,
-    depth: usize,
-) {
-    if depth > 64 {
-        return;
-    }
-    match value {
-        Value::String(s) => out.push(Leaf {
-            pointer: if at.is_empty() { "/".to_owned() } else { at },
-            key,
-            value: s,
-        }),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                string_leaves(item, format!("{at}/{i}"), key, out, depth + 1);
+            Value::Object(map) => {
+                for (key, item) in map {
+                    let named = !describes_credential(key) && (named || names_credential(key));
+                    self.leaves(what, whole, item, format!("{at}/{key}"), named, depth + 1)?;
+                }
             }
+            Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => {}
         }
-        Value::Object(map) => {
-            for (k, v) in map {
-                string_leaves(v, format!("{at}/{k}"), Some(k), out, depth + 1);
-            }
-        }
-        _ => {}
+        Ok(())
     }
 }
 
@@ -376,6 +452,253 @@ mod tests {
             .find(|d| d.value.as_slice() == jwt.as_bytes())
             .unwrap();
         assert!(matches!(token.role, Role::Credential(_)));
+    }
+
+    /// The role of the derived value described by `what`.
+    fn role_of(values: &[DerivedValue], what: &str) -> Role {
+        values
+            .iter()
+            .find(|v| v.what == what)
+            .map(|v| v.role)
+            .unwrap_or_else(|| panic!("{what} not derived"))
+    }
+
+    #[test]
+    fn credentials_in_every_json_shape() {
+        let ui = |value: serde_json::Value| {
+            serde_json::json!({"origins": [{"origin": "https://g.example", "localStorage": [
+                {"name": "ui", "value": value.to_string()}
+            ]}]})
+            .to_string()
+        };
+        let ls = "localStorage `ui` of https://g.example";
+        // Nested under a neutral leaf key, through an array.
+        let values =
+            derive_values("s", &ui(serde_json::json!({"session": {"id": "ab12cd3"}}))).unwrap();
+        assert!(matches!(
+            role_of(&values, &format!("{ls} (JSON leaf /session/id)")),
+            Role::Credential(_)
+        ));
+        let values = derive_values("s", &ui(serde_json::json!({"auth": [{"v": ["x9"]}]}))).unwrap();
+        assert!(matches!(
+            role_of(&values, &format!("{ls} (JSON leaf /auth/0/v/0)")),
+            Role::Credential(_)
+        ));
+        // A number leaf: a credential under a credential name, page state otherwise.
+        let values = derive_values(
+            "s",
+            &ui(serde_json::json!({"pin": 1234, "count": 12_345_678_901_u64})),
+        )
+        .unwrap();
+        assert!(matches!(
+            role_of(&values, &format!("{ls} (JSON leaf /pin)")),
+            Role::Credential(_)
+        ));
+        assert_eq!(
+            role_of(&values, &format!("{ls} (JSON leaf /count)")),
+            Role::Data
+        );
+        assert!(values.iter().any(|v| v.value.as_slice() == b"12345678901"));
+        // A descriptor under a credential name describes it: page state.
+        let values = derive_values(
+            "s",
+            &ui(serde_json::json!({"session": {"expires_at": 1_700_000_000, "id": 7}})),
+        )
+        .unwrap();
+        assert_eq!(
+            role_of(&values, &format!("{ls} (JSON leaf /session/expires_at)")),
+            Role::Data
+        );
+        assert!(matches!(
+            role_of(&values, &format!("{ls} (JSON leaf /session/id)")),
+            Role::Credential(_)
+        ));
+        // A boolean is page state wherever it is.
+        let values =
+            derive_values("s", &ui(serde_json::json!({"session": {"remember": true}}))).unwrap();
+        assert_eq!(
+            role_of(&values, &format!("{ls} (JSON leaf /session/remember)")),
+            Role::Data
+        );
+        // JSON inside a JSON string.
+        let inner = serde_json::json!({"token": "t0k"}).to_string();
+        let values = derive_values("s", &ui(serde_json::json!({"blob": inner}))).unwrap();
+        assert!(matches!(
+            role_of(
+                &values,
+                &format!("{ls} (JSON leaf /blob) (JSON leaf /token)")
+            ),
+            Role::Credential(_)
+        ));
+        // A cookie holding JSON, as stored and percent-encoded.
+        let json = serde_json::json!({"user": {"sid": "ab12"}}).to_string();
+        let encoded =
+            percent_encoding::utf8_percent_encode(&json, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let state = serde_json::json!({"cookies": [
+            {"name": "prefs", "value": json},
+            {"name": "prefs2", "value": encoded}
+        ]});
+        let values = derive_values("s", &state.to_string()).unwrap();
+        assert!(matches!(
+            role_of(&values, "cookie `prefs` (JSON leaf /user/sid)"),
+            Role::Credential(_)
+        ));
+        assert!(matches!(
+            role_of(
+                &values,
+                "cookie `prefs2` (percent-decoded) (JSON leaf /user/sid)"
+            ),
+            Role::Credential(_)
+        ));
+    }
+
+    /// Neutral object keys: none names a credential or describes one.
+    const NEUTRAL: [&str; 9] = [
+        "id", "user", "data", "items", "value", "profile", "ui", "list", "v",
+    ];
+    /// Keys that name a credential.
+    const CREDENTIAL: [&str; 7] = [
+        "session",
+        "token",
+        "auth",
+        "sid",
+        "apiKey",
+        "accessToken",
+        "connect.sid",
+    ];
+
+    /// A JSON tree with neutral keys and page-state leaves only: short lower-case text,
+    /// numbers under 1000, booleans and null.
+    fn neutral_tree() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0u32..1000).prop_map(Value::from),
+            "[a-z]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map(prop::sample::select(NEUTRAL.to_vec()), inner, 0..3)
+                    .prop_map(|m| Value::Object(
+                        m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                    )),
+            ]
+        })
+    }
+
+    /// A planted leaf: upper-case text or a number of 6 to 12 digits (so no neutral leaf
+    /// equals it), or a boolean.
+    #[derive(Debug, Clone)]
+    enum Planted {
+        Text(String),
+        Number(u64),
+        Bool(bool),
+    }
+
+    fn planted() -> impl Strategy<Value = Planted> {
+        prop_oneof![
+            "[A-Z][A-Z0-9]{2,11}".prop_map(Planted::Text),
+            (100_000u64..1_000_000_000_000).prop_map(Planted::Number),
+            any::<bool>().prop_map(Planted::Bool),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// A text or number leaf under a key named like a credential, at any depth and
+        /// whatever the keys and arrays between, is a credential, in a localStorage value,
+        /// a cookie value (as stored or percent-encoded) and JSON held in a JSON string;
+        /// when it is shorter than 8 bytes the state is refused, otherwise it is guarded.
+        /// A boolean and every neutral leaf are page state.
+        #[test]
+        fn planted_credentials_are_credentials_in_every_shape(
+            path in prop::collection::vec(prop::option::of(prop::sample::select(NEUTRAL.to_vec())), 0..4),
+            credential_at in any::<prop::sample::Index>(),
+            credential in prop::sample::select(CREDENTIAL.to_vec()),
+            leaf in planted(),
+            siblings in prop::collection::vec(neutral_tree(), 5),
+            shape in 0usize..4,
+        ) {
+            let leaf_value = match &leaf {
+                Planted::Text(t) => Value::from(t.clone()),
+                Planted::Number(n) => Value::from(*n),
+                Planted::Bool(b) => Value::from(*b),
+            };
+            // Steps from the outside in: None is an array, Some a key; the credential
+            // key sits at any position, the leaf's own key is neutral.
+            let mut steps: Vec<Option<&str>> = path.clone();
+            let credential_at = credential_at.index(steps.len() + 1);
+            steps.insert(credential_at, Some(credential));
+            steps.push(Some("id"));
+            let mut tree = leaf_value;
+            for (i, step) in steps.iter().enumerate().rev() {
+                // Neutral page state beside the path above the credential key; below it
+                // (where every text and number is a credential) only booleans.
+                let sibling = if i <= credential_at {
+                    siblings[i % siblings.len()].clone()
+                } else {
+                    Value::Bool(i % 2 == 0)
+                };
+                tree = match step {
+                    Some(key) => {
+                        let mut map = serde_json::Map::new();
+                        map.insert("other".to_owned(), sibling);
+                        map.insert((*key).to_owned(), tree);
+                        Value::Object(map)
+                    }
+                    None => Value::Array(vec![sibling, tree]),
+                };
+            }
+            let session = "0123456789abcdef0123456789abcdef";
+            let text = tree.to_string();
+            let mut cookies = vec![serde_json::json!({"name": "grafana_session", "value": session, "httpOnly": true})];
+            let mut storage = Vec::new();
+            match shape {
+                0 => storage.push(serde_json::json!({"name": "ui", "value": text})),
+                1 => cookies.push(serde_json::json!({"name": "prefs", "value": text})),
+                2 => cookies.push(serde_json::json!({"name": "prefs", "value":
+                    percent_encoding::utf8_percent_encode(&text, percent_encoding::NON_ALPHANUMERIC).to_string()})),
+                _ => storage.push(serde_json::json!({"name": "ui", "value": serde_json::json!({"blob": text}).to_string()})),
+            }
+            let state = serde_json::json!({"cookies": cookies, "origins": [{"origin": "https://g.example", "localStorage": storage}]}).to_string();
+            let values = derive_values("s", &state).unwrap();
+            let planted_text = match &leaf {
+                Planted::Text(t) => Some(t.clone()),
+                Planted::Number(n) => Some(n.to_string()),
+                Planted::Bool(_) => None,
+            };
+            for v in &values {
+                if matches!(v.role, Role::Credential(_)) {
+                    let is_planted = planted_text.as_deref().is_some_and(|p| v.value.as_slice() == p.as_bytes());
+                    prop_assert!(v.value.as_slice() == session.as_bytes() || is_planted,
+                        "{} is a credential: {}", v.what, String::from_utf8_lossy(&v.value));
+                }
+            }
+            let mut builder = crate::GuardBuilder::default();
+            let bound = builder.add_storage_state("s", &SecretString::from(state.clone()));
+            match planted_text {
+                Some(p) => {
+                    prop_assert!(
+                        values.iter().any(|v| v.value.as_slice() == p.as_bytes() && matches!(v.role, Role::Credential(_))),
+                        "{} in {} is not a credential", p, state
+                    );
+                    if p.len() < crate::MIN_SECRET_BYTES {
+                        prop_assert!(matches!(bound, Err(PackageError::SecretTooShort { .. })), "{state}");
+                    } else {
+                        prop_assert!(bound.is_ok());
+                        let guard = builder.build().unwrap();
+                        let output = format!("x {p} y");
+                        prop_assert!(guard.scan_text(&output).is_blocked());
+                    }
+                }
+                None => prop_assert!(bound.is_ok(), "{state}"),
+            }
+        }
     }
 
     #[test]

@@ -108,13 +108,14 @@ impl RawResponse {
     }
 
     /// The digest of a body that holds only the start of a longer one (a streamed
-    /// answer's retained first bytes): as [`RawResponse::body_digest`], with a tail that
-    /// could be the start of a secret cut in two redacted too
-    /// ([`Redactor::redact_cut`]).
+    /// answer's retained first bytes): as [`RawResponse::body_digest`], of the body
+    /// without a character its end cuts through, with a tail that could be the start of a
+    /// secret cut in two redacted too ([`Redactor::redact_cut`]).
     pub fn cut_body_digest(&self, redactor: &Redactor) -> Digest {
+        let head = evidence_package::cut_at_char_boundary(&self.body, self.body.len());
         Digest::sha256(
             redactor
-                .redact_cut(&String::from_utf8_lossy(&self.body))
+                .redact_cut(&String::from_utf8_lossy(head))
                 .as_bytes(),
         )
     }

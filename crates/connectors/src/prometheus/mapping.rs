@@ -428,16 +428,13 @@ impl ResponseMapper {
 
     /// The start of a body that is not a Prometheus envelope, as text, redacted.
     fn excerpt(&self, raw: &RawResponse) -> String {
-        let end = raw.body.len().min(EXCERPT_BYTES);
-        let text = String::from_utf8_lossy(&raw.body[..end]);
-        if raw.body.len() > end {
-            // Cut through the body: a secret cut in two is redacted too.
-            let mut text = self.redactor.redact_cut(text.trim_start());
-            text.push_str(&format!(" [... {} more bytes]", raw.body.len() - end));
-            text
-        } else {
-            self.redactor.redact(text.trim())
+        // Cut through the body at a character boundary: a secret cut in two is redacted
+        // too.
+        let (mut text, left_out) = self.redactor.excerpt(&raw.body, EXCERPT_BYTES);
+        if left_out > 0 {
+            text.push_str(&format!(" [... {left_out} more bytes]"));
         }
+        text
     }
 }
 
@@ -542,6 +539,34 @@ mod tests {
                 "part of the secret in {}",
                 &f.detail_error[f.detail_error.len().saturating_sub(200)..]
             );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// Where the excerpt of a long body cuts through a non-ASCII secret, inside a
+        /// multi-byte character or between two, no prefix of the secret reaches
+        /// `detail_error`.
+        #[test]
+        fn an_excerpt_cut_inside_a_character_keeps_no_prefix_of_a_secret(
+            secret in "[a-zäöüé€日😀]{2,6}[äöüé€日😀][a-zäöü€日😀]{6,12}",
+            inside in any::<prop::sample::Index>(),
+        ) {
+            let inside = 1 + inside.index(secret.len() - 1);
+            let m = ResponseMapper::new(Provider::Clinic, Redactor::new([SecretString::from(secret.clone())]));
+            let before = EXCERPT_BYTES - inside;
+            let body = format!("<html>{}{secret} and more</html>{}", ".".repeat(before - 6), "-".repeat(100));
+            let f = m
+                .evidence(&RawResponse::new(502, None, body), &Compaction::default(), &KeepLabels)
+                .unwrap_err();
+            for (j, _) in secret.char_indices().skip(1) {
+                prop_assert!(
+                    !f.detail_error.contains(&format!(".{}", &secret[..j])),
+                    "part of the secret in {}",
+                    &f.detail_error[f.detail_error.len().saturating_sub(200)..]
+                );
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::LazyLock;
 
+use evidence_package::{cut_at_char_boundary, searched_forms};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use regex::{Captures, Regex};
 use secrecy::{ExposeSecret, SecretString};
@@ -132,24 +133,58 @@ impl Redactor {
 
     /// Redacts a text that was cut at its end from a longer one (an excerpt, the
     /// retained start of a long body): as [`Redactor::redact`], and a tail that could be
-    /// the start of a bound secret (in any of its forms) or of a `Bearer` credential is
-    /// replaced with [`REDACTED`] as well, so no part of a secret cut in two remains.
+    /// the start of a bound secret (in any of its forms here and any form the output
+    /// guard searches: base64, hex, percent-encoding, JSON escapes) or of a `Bearer`
+    /// credential is replaced with [`REDACTED`] as well, so no part of a secret cut in
+    /// two remains. U+FFFD at the very end (a character the cut split, read back as
+    /// UTF-8) does not hide the tail before it.
     pub fn redact_cut(&self, text: &str) -> String {
         let mut out = self.redact(text);
+        let kept = out.trim_end_matches(char::REPLACEMENT_CHARACTER).len();
         let mut tail = 0;
-        for v in self.variants().iter() {
+        for v in self.cut_forms().iter() {
             for (k, _) in v.char_indices().skip(1) {
-                if k > tail && out.ends_with(&v[..k]) {
+                if k > tail && out[..kept].ends_with(&v[..k]) {
                     tail = k;
                 }
             }
         }
-        if let Some(m) = BEARER_TAIL.find(&out) {
-            tail = tail.max(out.len() - m.start());
+        if let Some(m) = BEARER_TAIL.find(&out[..kept]) {
+            tail = tail.max(kept - m.start());
         }
         if tail > 0 {
-            out.truncate(out.len() - tail);
+            out.truncate(kept - tail);
             out.push_str(REDACTED);
+        }
+        out
+    }
+
+    /// The start of `body`, at most `max` bytes cut at a character boundary, as text
+    /// (invalid UTF-8 replaced), redacted, and how many bytes of `body` it leaves out.
+    /// Whole, the text is trimmed and redacted by [`Redactor::redact`]; cut, it is
+    /// trimmed at its start and redacted by [`Redactor::redact_cut`].
+    pub fn excerpt(&self, body: &[u8], max: usize) -> (String, usize) {
+        let head = cut_at_char_boundary(body, max);
+        let text = String::from_utf8_lossy(head);
+        let left_out = body.len() - head.len();
+        if left_out > 0 {
+            (self.redact_cut(text.trim_start()), left_out)
+        } else {
+            (self.redact(text.trim()), 0)
+        }
+    }
+
+    /// The forms a cut tail is checked against: [`Redactor::variants`] and every form
+    /// the output guard searches, without duplicates.
+    fn cut_forms(&self) -> Vec<Zeroizing<String>> {
+        let mut out = self.variants();
+        for secret in &self.secrets {
+            for form in searched_forms(secret.expose_secret()) {
+                let form = Zeroizing::new(form);
+                if !out.iter().any(|o| o.as_str() == form.as_str()) {
+                    out.push(form);
+                }
+            }
         }
         out
     }
@@ -244,6 +279,37 @@ mod tests {
             prop_assert!(bearer.ends_with(REDACTED), "{bearer}");
             // A text that was not cut through anything stays as redact() makes it.
             prop_assert_eq!(r.redact_cut(&format!("{before}{full}.")), r.redact(&format!("{before}{full}.")));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// A text cut at any byte, inside a multi-byte character or not, through a
+        /// non-ASCII secret in any form the output guard searches (raw, base64, hex,
+        /// percent-encoding, JSON escapes), keeps no prefix of that form once it is read
+        /// as UTF-8 and redacted as a cut text.
+        #[test]
+        fn a_cut_inside_a_character_keeps_no_prefix_of_a_secret(
+            before in "[a-z ]{0,12}",
+            secret in "[a-z0-9äöüßéñ€日本語😀]{0,6}[äöüßéñ€日本語😀][a-zäöü€日😀]{6,12}",
+            form in any::<prop::sample::Index>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let r = redactor(&secret);
+            let forms = searched_forms(&secret);
+            let full = forms[form.index(forms.len())].clone();
+            let body = format!("{before}{full}");
+            let k = before.len() + 1 + cut.index(full.len() - 1);
+            let out = r.redact_cut(&String::from_utf8_lossy(&body.as_bytes()[..k]));
+            let kept = out.trim_end_matches('\u{FFFD}');
+            for f in &forms {
+                for j in 1..f.len() {
+                    if f.is_char_boundary(j) {
+                        prop_assert!(!kept.ends_with(&f[..j]), "{out:?} ends in part of {f:?}");
+                    }
+                }
+            }
         }
     }
 

@@ -185,7 +185,14 @@ fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
         ))
     };
     let state = StorageState::parse(&secrets.storage_state).map_err(invalid)?;
-    let redactor = Redactor::new(state.secret_values());
+    // The values the output guard protects in the state, so that redaction and the
+    // guard follow one rule.
+    let values = evidence_package::storage_state_values(
+        WetechSecrets::STORAGE_STATE,
+        &secrets.storage_state,
+    )
+    .map_err(|e| invalid(e.to_string()))?;
+    let redactor = Redactor::new(values);
     let mapper = ResponseMapper::new(Provider::Wetech, redactor);
     Ok(Prepared { state, mapper })
 }

@@ -26,6 +26,10 @@ const HEALTH_MAX_BYTES: usize = 64 * 1024;
 /// Time allowed for the health answer.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The start of a Grafana answer quoted in a failure, in bytes (cut at a character
+/// boundary, redacted as a cut text).
+const EXCERPT_BYTES: usize = 2048;
+
 /// A `GET` of a small Grafana API answer (health, the session's user).
 fn small_get(url: &Url) -> PageRequest<'_> {
     PageRequest {
@@ -87,12 +91,11 @@ pub(super) async fn open_health(
     match version {
         Some(_) if raw.is_success() => Ok(()),
         _ => {
-            let text = String::from_utf8_lossy(&raw.body[..raw.body.len().min(2048)]);
+            let (text, _) = redactor.excerpt(&raw.body, EXCERPT_BYTES);
             Err(Box::new(
                 not_ready(format!(
-                    "answered HTTP {} without a version: {}",
+                    "answered HTTP {} without a version: {text}",
                     raw.status,
-                    redactor.redact(text.trim())
                 ))
                 .with_http_status(raw.status)
                 .with_body_digest(raw.body_digest(redactor)),
@@ -185,12 +188,10 @@ pub(super) async fn login_failure(
     if let Ok(Fetched::Response(raw)) = page_fetch(client, &small_get(&user)).await
         && matches!(raw.status, 401 | 403)
     {
-        let text = String::from_utf8_lossy(&raw.body[..raw.body.len().min(2048)]);
+        let (text, _) = redactor.excerpt(&raw.body, EXCERPT_BYTES);
         failure.detail_error = format!(
-            "{}; Grafana's API answers HTTP {} for this session: {}",
-            failure.detail_error,
-            raw.status,
-            redactor.redact(text.trim())
+            "{}; Grafana's API answers HTTP {} for this session: {text}",
+            failure.detail_error, raw.status,
         );
         failure = failure
             .with_http_status(raw.status)

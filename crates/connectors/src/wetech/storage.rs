@@ -5,7 +5,6 @@ use std::fmt;
 
 use cookie::SameSite;
 use cookie::time::OffsetDateTime;
-use evidence_package::MIN_SECRET_BYTES;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use url::Url;
@@ -170,34 +169,6 @@ impl StorageState {
     /// The number of origins with localStorage entries.
     pub fn origin_count(&self) -> usize {
         self.origins.len()
-    }
-
-    /// Every cookie and localStorage value of at least [`MIN_SECRET_BYTES`] bytes
-    /// (cookies also percent-decoded), for the redaction of provider text. Shorter
-    /// values are page state (`"true"`, `"en"`): the secret binding refuses a state
-    /// whose credentials are that short, and redacting them would cut ordinary words out
-    /// of Grafana's text (`when` holds `en`).
-    pub(crate) fn secret_values(&self) -> Vec<SecretString> {
-        let mut out = Vec::new();
-        let mut keep = |v: SecretString| {
-            if v.expose_secret().len() >= MIN_SECRET_BYTES {
-                out.push(v);
-            }
-        };
-        for c in &self.cookies {
-            let raw = c.value.expose_secret();
-            keep(c.value.clone());
-            let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-            if decoded != raw {
-                keep(SecretString::from(decoded.into_owned()));
-            }
-        }
-        for o in &self.origins {
-            for (_, v) in &o.entries {
-                keep(v.clone());
-            }
-        }
-        out
     }
 
     /// The cookies a page of `origin` may set: host-only cookies of exactly its host,
@@ -368,7 +339,7 @@ mod tests {
     /// the longer values are.
     #[test]
     fn short_page_state_is_injected_and_never_redacted() {
-        let s = state(serde_json::json!({
+        let json = serde_json::json!({
             "cookies": [
                 {"name": "grafana_session", "value": "7f3c9a1e5b2d48c6a0e4f1b39d8c2a57",
                  "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true},
@@ -379,7 +350,8 @@ mod tests {
             "origins": [{"origin": "http://127.0.0.1:3000", "localStorage": [
                 {"name": "grafana.navigation.docked", "value": "true"},
                 {"name": "grafana.dashboard.recent", "value": "{\"uid\":\"tidb-overview-01\"}"}]}]
-        }));
+        });
+        let s = state(json.clone());
         let local = Url::parse("http://127.0.0.1:3000").unwrap();
         let cookies: Vec<_> = s
             .cookies_for(&local)
@@ -401,10 +373,15 @@ mod tests {
             entries[0],
             ("grafana.navigation.docked".to_owned(), "true".to_owned())
         );
-        let redactor = crate::prometheus::Redactor::new(s.secret_values());
+        let redactor = crate::prometheus::Redactor::new(
+            evidence_package::storage_state_values("s", &SecretString::from(json.to_string()))
+                .unwrap(),
+        );
         let text = "1:10: parse error: unexpected end of input when true was expected";
         assert_eq!(redactor.redact(text), text);
-        let leaked = "session 7f3c9a1e5b2d48c6a0e4f1b39d8c2a57 until 1893456000, {\"uid\":\"tidb-overview-01\"}";
+        // The redactor covers what the guard covers: a JSON leaf alone is redacted too.
+        let leaked =
+            "session 7f3c9a1e5b2d48c6a0e4f1b39d8c2a57 until 1893456000, uid tidb-overview-01";
         let redacted = redactor.redact(leaked);
         assert!(
             !redacted.contains("7f3c9a1e5b2d48c6a0e4f1b39d8c2a57")

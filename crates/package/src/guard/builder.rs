@@ -9,6 +9,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use secrecy::{ExposeSecret, SecretString};
 use zeroize::{Zeroize as _, Zeroizing};
 
+use super::cut::cut_at_char_boundary;
 use super::encodings::encodings;
 use super::prefilter::Prefilter;
 use super::scan::OutputGuard;
@@ -95,16 +96,18 @@ impl GuardBuilder {
     }
 
     /// Protects a browser storage state (Playwright `storageState` JSON): every cookie
-    /// value as stored and percent-decoded, every localStorage value whole and each
-    /// string leaf of those that are JSON, and each segment of JWT-looking values.
+    /// value as stored and percent-decoded, every localStorage value whole, each text,
+    /// number and boolean leaf, at any depth, of those that are JSON (and of JSON held in
+    /// a JSON string), and each segment of JWT-looking values.
     ///
     /// Every such value of 8 bytes or more is guarded, whatever it is. A shorter one
     /// cannot be searched for without false positives: when it is a credential (an
-    /// `httpOnly` cookie; a cookie, localStorage key or JSON key named like a session or
-    /// credential; a JWT) the whole state is refused, naming the entry; when it is page
-    /// state (`"true"`, `"en"`) or a segment of a guarded JWT it is left unguarded and
-    /// listed in [`GuardBuilder::unguarded`]. A state that holds no credential at all is
-    /// refused.
+    /// `httpOnly` cookie; a cookie or localStorage key named like a session or
+    /// credential; a text or number leaf below such a name or a JSON key named so, with
+    /// no key between that describes a credential, as `expires_at`; a JWT) the whole
+    /// state is refused, naming the entry; when it is page state (`"true"`, `"en"`, any
+    /// boolean) or a segment of a guarded JWT it is left unguarded and listed in
+    /// [`GuardBuilder::unguarded`]. A state that holds no credential at all is refused.
     pub fn add_storage_state(
         &mut self,
         name: &str,
@@ -187,8 +190,11 @@ impl GuardBuilder {
             };
             for mut encoded in encodings(value) {
                 // Any occurrence of a long form contains its first MAX_NEEDLE bytes, which
-                // are themselves protected material: searching the prefix is enough.
-                encoded.truncate(MAX_NEEDLE);
+                // are themselves protected material: searching the prefix is enough. The
+                // prefix ends at a character boundary, so a text cut inside the character
+                // that follows (read back as U+FFFD) still holds it.
+                let keep = cut_at_char_boundary(&encoded, MAX_NEEDLE).len();
+                encoded.truncate(keep);
                 match pattern_index.get(encoded.as_slice()) {
                     Some(&pi) => {
                         if !owners[pi].contains(&li) {
@@ -231,6 +237,27 @@ impl GuardBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// A long non-ASCII secret is searched by a prefix that ends at a character
+        /// boundary: a text cut at byte 64 of it (inside a character or not) and read as
+        /// UTF-8 still holds the searched prefix and is blocked.
+        #[test]
+        fn a_long_secret_cut_inside_a_character_is_still_blocked(
+            secret in "[a-z]{0,64}[äöüé€日😀][a-zäöüé€日😀]{64,70}",
+            before in "[a-z ]{0,8}",
+        ) {
+            let mut b = GuardBuilder::default();
+            b.add_secret("s", &SecretString::from(secret.clone())).unwrap();
+            let guard = b.build().unwrap();
+            let cut = String::from_utf8_lossy(&secret.as_bytes()[..MAX_NEEDLE]);
+            prop_assert!(guard.scan_text(&format!("{before}{cut} and more")).is_blocked(), "{}", cut);
+        }
+    }
 
     #[test]
     fn short_values_are_refused() {

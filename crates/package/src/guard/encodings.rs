@@ -6,7 +6,8 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use zeroize::Zeroizing;
 
 /// Every form in which the output guard searches a value, as text: the needles of its
-/// automaton for this value (useful to compare against other search strategies).
+/// automaton for this value (a redactor of cut text removes a tail that starts any of
+/// them; also useful to compare against other search strategies).
 pub fn searched_forms(value: &str) -> Vec<String> {
     encodings(value.as_bytes())
         .iter()

@@ -3,12 +3,13 @@
 //! found or when the scan cannot complete.
 //!
 //! One concern per file: `builder` collects the protected values and builds the
-//! automaton; `encodings` lists the searched forms of a value; `prefilter` is the
+//! automaton; `cut` cuts text at character boundaries; `encodings` lists the searched forms of a value; `prefilter` is the
 //! hash prefilter in front of the automaton; `decode` holds the decoders of the
 //! decode-and-rescan pass; `verdict` the outcome types; `scan` the guard that scans
 //! and enforces.
 
 mod builder;
+mod cut;
 mod decode;
 mod encodings;
 mod prefilter;
@@ -16,6 +17,7 @@ mod scan;
 mod verdict;
 
 pub use builder::{GuardBuilder, GuardLimits};
+pub use cut::cut_at_char_boundary;
 pub use encodings::searched_forms;
 pub use scan::OutputGuard;
 pub use verdict::{BlockCause, Blocked, Guarded, ScanFailure, Verdict};
