@@ -367,7 +367,7 @@ mod tests {
     use crate::prometheus::compact::{Compaction, KeepLabels};
     use crate::prometheus::mapping::{RETAINED_BODY_BYTES, ResponseMapper};
     use crate::prometheus::parse::QueryRangeResponse;
-    use crate::prometheus::{RawResponse, Redactor};
+    use crate::prometheus::{REDACTED, RawResponse, Redactor};
     use evidence_result::{Evidence, Failure, Provider};
     use proptest::prelude::*;
 
@@ -838,6 +838,40 @@ mod tests {
             r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#,
             rows.join(",")
         )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A label value cut at its bound keeps no part of a bound secret cut in two by
+        /// the bound; a whole secret before the bound stays, for the guard to block.
+        #[test]
+        fn a_cut_label_keeps_no_part_of_a_secret(
+            secret in "[A-Za-z0-9]{12,24}",
+            at in 200usize..300,
+        ) {
+            use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
+            let value = format!("{}{secret}{}", "-".repeat(at), "-".repeat(400));
+            let body = format!(
+                r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{"sql":"{value}"}},"values":[[1,"1"]]}}]}}}}"#
+            );
+            let mapper = ResponseMapper::new(
+                Provider::Clinic,
+                Redactor::new([secrecy::SecretString::from(secret.clone())]),
+            );
+            let raw = RawResponse::new(200, Some("application/json".into()), body.into_bytes());
+            let e = mapper.evidence(&raw, &Compaction::new(3), &KeepLabels).unwrap();
+            let kept = e.common_labels["sql"].strip_suffix(CUT_MARK).unwrap();
+            if at + secret.len() <= MAX_LABEL_CHARS {
+                prop_assert!(kept.contains(&secret));
+            } else if at < MAX_LABEL_CHARS {
+                let part = &secret[..MAX_LABEL_CHARS - at];
+                let before = kept.strip_suffix(REDACTED).unwrap();
+                prop_assert!(!before.contains(part), "{}", kept);
+            } else {
+                prop_assert_eq!(kept, "-".repeat(MAX_LABEL_CHARS));
+            }
+        }
     }
 
     /// Long label values are cut, marked, before they are held: 3 series of 10 KiB or
