@@ -128,6 +128,7 @@ async fn clinic_front(
         front.faults().set_fault(support::Fault::LongLabels {
             series,
             label_bytes,
+            filler: "select 1 ",
         });
     }
     let query = support::TIKV_THREAD_CPU_RATE;

@@ -53,13 +53,16 @@ pub enum Fault {
         bytes: usize,
     },
     /// Answer 200 with a valid Prometheus matrix of `series` series, each with one label
-    /// value of `label_bytes` bytes (a trace list or SQL text in a label), generated as
-    /// it is sent in 64 KiB chunks.
+    /// value of `label_bytes` bytes (a trace list or SQL text in a label), `filler`
+    /// repeated, generated as it is sent in 64 KiB chunks.
     LongLabels {
         /// How many series.
         series: usize,
         /// The length of each series' long label value.
         label_bytes: usize,
+        /// What the value repeats: words (`"select 1 "`) or one run (`"l"`, which the
+        /// output guard decodes as base64).
+        filler: &'static str,
     },
     /// Answer 200 with a valid Prometheus matrix body of at least `bytes` bytes, one
     /// 64 KiB chunk every `chunk_delay` (a provider whose answer arrives slowly).
@@ -137,7 +140,8 @@ impl FaultControl {
             Fault::LongLabels {
                 series,
                 label_bytes,
-            } => Some(long_labels(series, label_bytes)),
+                filler,
+            } => Some(long_labels(series, label_bytes, filler)),
         }
     }
 }
@@ -226,8 +230,8 @@ fn oversized_body(bytes: usize) -> Response {
     streamed(futures::stream::iter(pieces.into_iter().map(Ok)))
 }
 
-fn long_labels(series: usize, label_bytes: usize) -> Response {
-    let filler = Bytes::from(vec![b'l'; FAULT_CHUNK]);
+fn long_labels(series: usize, label_bytes: usize, filler: &str) -> Response {
+    let filler = Bytes::from(filler.repeat(FAULT_CHUNK / filler.len().max(1) + 1));
     let parts = (0..series).flat_map(move |i| {
         let head = format!(
             r#"{}{{"metric":{{"__name__":"tidb_query","instance":"tidb-{i}:10080","sql":""#,
