@@ -170,7 +170,10 @@ fn drop_expr(e: &mut Evidence, d: &mut Dropped) -> bool {
 mod tests {
     use super::*;
     use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
-    use evidence_result::{EvidenceOutcome, NonFiniteCounts, SeriesStats, SeriesSummary};
+    use evidence_result::{
+        Details, EvidenceOutcome, Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread,
+        PolicySource, Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
+    };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -184,7 +187,9 @@ mod tests {
             series_count: n + 3,
             point_count: n * 240,
             non_finite: Some(NonFiniteCounts::default()),
-            peak_spread: None,
+            peak_spread: PeakSpread::from_peaks(
+                (0..n).map(|i| 100.0 - i as f64).collect::<Vec<f64>>(),
+            ),
             top_k: 10,
             truncated: true,
             common_labels: common.clone(),
@@ -239,7 +244,21 @@ mod tests {
                 prop_assert!(e.truncated);
             }
             let back: Evidence = serde_json::from_str(&text).unwrap();
-            prop_assert_eq!(back, e);
+            prop_assert_eq!(&back, &e);
+            // Around it, a one-query result with the longest query id fits in 4 KiB.
+            let origin = Origin {
+                package: PackageId::manus(),
+                provider: Provider::Manus,
+                operation: Operation::QueryRange,
+                policy_source: Some(PolicySource::TrustedEnvelope),
+            };
+            let digest = RequestDigest::of(&serde_json::json!({"expr": "x"})).unwrap();
+            let id = QueryId::new("q".repeat(64)).unwrap();
+            let item = Item::success(id.clone(), Some(digest), e.clone());
+            let batch = ToolResult::new(Details::batch(origin.clone(), vec![item]).unwrap()).unwrap();
+            prop_assert!(batch.text().len() <= 4096, "{} bytes", batch.text().len());
+            let one = ToolResult::new(Details::success(origin, id, digest, e)).unwrap();
+            prop_assert!(one.text().len() <= 4096, "{} bytes", one.text().len());
         }
     }
 }

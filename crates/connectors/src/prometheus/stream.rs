@@ -906,6 +906,11 @@ mod tests {
                     .unwrap(),
                 streamed
             );
+            // A complete body (the Wetech path) gives the same.
+            assert_eq!(
+                mapper.evidence(&raw, &compaction, &KeepLabels).unwrap(),
+                streamed
+            );
             assert_eq!(streamed.series_count, 3);
             assert_eq!(streamed.top_peak(), Some(2.5));
             let sql = &streamed.series[0].labels["sql"];
