@@ -38,6 +38,7 @@ tool process (goal: at most 64 MiB for every size).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -243,17 +244,27 @@ def check(result: dict, setup: dict) -> dict:
             "spread": spread, "expr": ev["expr"], "bytes": len(json.dumps(result))}
 
 
-def measure(fixture: str, tool: str, provider: str, series: int, calls: int) -> dict:
-    sample = provider == "wetech"
+@contextlib.contextmanager
+def started(fixture: str, tool: str, provider: str, series: int, extra: tuple = ()):
+    """The fixture serving until the block ends; yields the setup line it printed."""
     proc = subprocess.Popen(
-        [fixture, "--tool-binary", tool, "--series", str(series), "--provider", provider],
+        [fixture, "--tool-binary", tool, "--series", str(series), "--provider", provider,
+         *extra],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         line = proc.stdout.readline()
         if not line:
             raise RuntimeError("the fixture exited before it was ready")
-        setup = json.loads(line)
+        yield json.loads(line)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+def measure(fixture: str, tool: str, provider: str, series: int, calls: int) -> dict:
+    sample = provider == "wetech"
+    with started(fixture, tool, provider, series) as setup:
         with tempfile.TemporaryDirectory() as tmp:
             rss_file = os.path.join(tmp, "rss")
             # Warm-up: Prometheus' caches, the page cache of the binary; and the locked
@@ -270,9 +281,6 @@ def measure(fixture: str, tool: str, provider: str, series: int, calls: int) -> 
                 wall, size = run_curl(setup, facts["expr"])
                 curl_walls.append(wall)
                 sizes.add(size)
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=60)
     return {"series": series, "body_bytes": sorted(sizes), "tool": tool_walls, "curl": curl_walls,
             "memory": memories, **facts}
 

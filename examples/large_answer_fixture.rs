@@ -59,17 +59,24 @@ struct Options {
     binary: PathBuf,
     series: usize,
     provider: Provider,
+    /// Clinic only: the front answers `N` series of one `BYTES`-byte label value each
+    /// instead of forwarding to Prometheus (`--long-labels N,BYTES`).
+    long_labels: Option<(usize, usize)>,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
-    let usage =
-        "usage: large_answer_fixture --tool-binary PATH --series N [--provider clinic|wetech]";
+    let usage = "usage: large_answer_fixture --tool-binary PATH --series N [--provider clinic|wetech] [--long-labels N,BYTES]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut binary, mut series, mut provider) = (None, None, Provider::Clinic);
+    let mut long_labels = None;
     for pair in args.chunks(2) {
         match pair {
             [flag, path] if flag == "--tool-binary" => binary = Some(PathBuf::from(path)),
             [flag, n] if flag == "--series" => series = Some(n.parse::<usize>()?),
+            [flag, spec] if flag == "--long-labels" => {
+                let (n, bytes) = spec.split_once(',').ok_or(usage)?;
+                long_labels = Some((n.parse::<usize>()?, bytes.parse::<usize>()?));
+            }
             [flag, name] if flag == "--provider" => {
                 provider = match name.as_str() {
                     "clinic" => Provider::Clinic,
@@ -85,6 +92,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
             binary,
             series,
             provider,
+            long_labels,
         }),
         _ => Err(usage.into()),
     }
@@ -107,12 +115,22 @@ struct Front {
     policy: Value,
 }
 
-async fn clinic_front(prometheus: &support::LargePrometheus) -> Result<Front, Box<dyn Error>> {
+async fn clinic_front(
+    prometheus: &support::LargePrometheus,
+    long_labels: Option<(usize, usize)>,
+) -> Result<Front, Box<dyn Error>> {
     let mut token_bytes = [0u8; 16];
     rand::rngs::OsRng.fill_bytes(&mut token_bytes);
     let token = hex::encode(token_bytes);
     let front =
         support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
+    if let Some((series, label_bytes)) = long_labels {
+        front.faults().set_fault(support::Fault::LongLabels {
+            series,
+            label_bytes,
+            filler: "select 1 ",
+        });
+    }
     let query = support::TIKV_THREAD_CPU_RATE;
     Ok(Front {
         identity: "managed_auto_oncall_clinic",
@@ -175,11 +193,12 @@ async fn run() -> Result<(), Box<dyn Error>> {
         binary,
         series,
         provider,
+        long_labels,
     } = options()?;
     let data = support::TikvThreads::new(series);
     let prometheus = support::LargePrometheus::start(data).await?;
     let front = match provider {
-        Provider::Clinic => clinic_front(&prometheus).await?,
+        Provider::Clinic => clinic_front(&prometheus, long_labels).await?,
         Provider::Wetech => wetech_front(&prometheus).await?,
     };
 

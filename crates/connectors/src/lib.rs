@@ -18,8 +18,9 @@ pub use connector::{Connector, HostAllowlist};
 pub use error::ConnectorError;
 pub use manus::{ManusConfig, ManusConnector, ManusSecrets};
 pub use prometheus::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K, EVALUATION_TIMEOUT_MARGIN,
-    MAX_HELD_BYTES, MAX_TRACKED_SERIES, RETAINED_BODY_BYTES, ResponseLimits,
+    CUT_MARK, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K,
+    EVALUATION_TIMEOUT_MARGIN, MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS,
+    MAX_TRACKED_SERIES, RETAINED_BODY_BYTES, ResponseLimits,
 };
 pub use reference::{ReferenceKeyRing, ReferenceScope};
 #[cfg(feature = "wetech")]

@@ -233,6 +233,49 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
+    /// A scan that cannot complete fails closed, names no secret (none matched), and
+    /// its replacement says the scan could not complete, never that a protected value
+    /// was there; a found secret is still named and still says so.
+    #[test]
+    fn an_incomplete_scan_names_no_secret(
+        secrets in prop::collection::vec("[A-Za-z0-9]{12,32}", 1..5),
+        extra in 1usize..512,
+    ) {
+        let values: Vec<(String, String)> = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("s_{i}"), v.clone()))
+            .collect();
+        let mut b = GuardBuilder::new(GuardLimits {
+            max_output_bytes: 256,
+            ..GuardLimits::default()
+        });
+        for (name, value) in &values {
+            b.add_secret(name, &SecretString::from(value.clone())).unwrap();
+        }
+        let guard = b.build().unwrap();
+        let Verdict::Blocked(blocked) = guard.scan_text(&"-".repeat(256 + extra)) else {
+            panic!("an output over the cap must block");
+        };
+        prop_assert!(blocked.secrets.is_empty());
+        prop_assert!(matches!(blocked.cause, BlockCause::ScanFailed(_)));
+        let replaced = guard.blocked_result(origin(), None, &blocked);
+        let details = replaced.details();
+        prop_assert_eq!(details.failure_class(), Some(FailureClass::OutputBlocked));
+        let instruction = &details.correction.as_ref().unwrap().instruction;
+        prop_assert!(instruction.contains("could not complete"), "{}", instruction);
+        prop_assert!(!instruction.contains("contained a protected value"), "{}", instruction);
+        let Verdict::Blocked(found) = guard.scan_text(&secrets[0]) else {
+            panic!("a secret must block");
+        };
+        prop_assert_eq!(&found.cause, &BlockCause::SecretFound);
+        prop_assert!(found.secrets.contains(&"s_0".to_owned()));
+        let replaced = guard.blocked_result(origin(), None, &found);
+        let details = replaced.details();
+        let instruction = &details.correction.as_ref().unwrap().instruction;
+        prop_assert!(instruction.contains("contained a protected value"), "{}", instruction);
+    }
+
     /// Text without protected values is never blocked, including base64, hex, percent and
     /// JSON-escaped runs of unrelated data.
     #[test]
@@ -613,7 +656,7 @@ fn a_secret_that_is_also_a_name_is_never_echoed() {
 }
 
 #[test]
-fn scan_failures_block_and_name_every_guarded_secret() {
+fn scan_failures_block_name_no_secret_and_say_what_happened() {
     let mut b = GuardBuilder::new(GuardLimits {
         max_output_bytes: 1024,
         ..GuardLimits::default()
@@ -635,7 +678,8 @@ fn scan_failures_block_and_name_every_guarded_secret() {
             limit: 1024
         })
     ));
-    assert_eq!(blocked.secrets, vec!["clinic_api_token".to_owned()]);
+    // Nothing matched: the audit names no secret.
+    assert!(blocked.secrets.is_empty(), "{:?}", blocked.secrets);
     let replaced = guard.blocked_result(origin(), None, &blocked);
     assert_eq!(
         replaced.details().failure_class(),
@@ -647,7 +691,7 @@ fn scan_failures_block_and_name_every_guarded_secret() {
             .detail_error
             .as_ref()
             .unwrap()
-            .contains("scan failed")
+            .contains("scan could not complete")
     );
 
     // A decode bomb: nested base64 that expands past the decode budget.
@@ -664,6 +708,33 @@ fn scan_failures_block_and_name_every_guarded_secret() {
     assert!(
         matches!(verdict, Verdict::Blocked(ref b) if matches!(b.cause, BlockCause::ScanFailed(ScanFailure::DecodeBudget { .. }))),
         "{verdict:?}"
+    );
+    let Verdict::Blocked(blocked) = verdict else {
+        panic!()
+    };
+    assert!(blocked.secrets.is_empty(), "{:?}", blocked.secrets);
+    let replaced = guard.blocked_result(origin(), None, &blocked);
+    let details = replaced.details();
+    let correction = details.correction.as_ref().unwrap();
+    // What happened (the decoding budget), never "a protected value"; the turn stops.
+    assert!(!correction.allowed);
+    assert!(
+        correction
+            .instruction
+            .contains("decoding nested encodings exceeded")
+            && !correction.instruction.contains("protected value.")
+            && !correction
+                .instruction
+                .contains("contained a protected value"),
+        "{}",
+        correction.instruction
+    );
+    assert!(
+        details
+            .detail_error
+            .as_deref()
+            .unwrap()
+            .contains("decoding nested encodings exceeded")
     );
 }
 

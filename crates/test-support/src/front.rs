@@ -52,6 +52,18 @@ pub enum Fault {
         /// Body size in bytes.
         bytes: usize,
     },
+    /// Answer 200 with a valid Prometheus matrix of `series` series, each with one label
+    /// value of `label_bytes` bytes (a trace list or SQL text in a label), `filler`
+    /// repeated, generated as it is sent in 64 KiB chunks.
+    LongLabels {
+        /// How many series.
+        series: usize,
+        /// The length of each series' long label value.
+        label_bytes: usize,
+        /// What the value repeats: words (`"select 1 "`) or one run (`"l"`, which the
+        /// output guard decodes as base64).
+        filler: &'static str,
+    },
     /// Answer 200 with a valid Prometheus matrix body of at least `bytes` bytes, one
     /// 64 KiB chunk every `chunk_delay` (a provider whose answer arrives slowly).
     SlowBody {
@@ -125,6 +137,11 @@ impl FaultControl {
             Fault::CutBody { bytes } => Some(cut_body(bytes)),
             Fault::BrokenMatrix { bytes } => Some(broken_matrix(bytes)),
             Fault::SlowBody { bytes, chunk_delay } => Some(slow_body(bytes, chunk_delay)),
+            Fault::LongLabels {
+                series,
+                label_bytes,
+                filler,
+            } => Some(long_labels(series, label_bytes, filler)),
         }
     }
 }
@@ -211,6 +228,32 @@ where
 fn oversized_body(bytes: usize) -> Response {
     let pieces = chunks_of(&Bytes::from(oversized_matrix_body(bytes)));
     streamed(futures::stream::iter(pieces.into_iter().map(Ok)))
+}
+
+fn long_labels(series: usize, label_bytes: usize, filler: &str) -> Response {
+    let filler = Bytes::from(filler.repeat(FAULT_CHUNK / filler.len().max(1) + 1));
+    let parts = (0..series).flat_map(move |i| {
+        let head = format!(
+            r#"{}{{"metric":{{"__name__":"tidb_query","instance":"tidb-{i}:10080","sql":""#,
+            if i == 0 {
+                r#"{"status":"success","data":{"resultType":"matrix","result":["#
+            } else {
+                ","
+            }
+        );
+        let filler = filler.clone();
+        let body = (0..label_bytes)
+            .step_by(FAULT_CHUNK)
+            .map(move |start| filler.slice(..FAULT_CHUNK.min(label_bytes - start)));
+        let tail = format!(
+            r#"{i}"}},"values":[[1786348800,"{i}.5"],[1786348815,"1"]]}}{}"#,
+            if i + 1 == series { "]}}" } else { "" }
+        );
+        std::iter::once(Bytes::from(head))
+            .chain(body)
+            .chain(std::iter::once(Bytes::from(tail)))
+    });
+    streamed(futures::stream::iter(parts.map(Ok)))
 }
 
 fn cut_body(bytes: usize) -> Response {

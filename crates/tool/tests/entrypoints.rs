@@ -135,6 +135,50 @@ async fn clinic_tool_from_a_deployable_folder() {
     assert_eq!(failure_of(&result).1, FailureClass::PolicyViolation);
 }
 
+/// A Clinic API answering series whose label values are long (a trace list or SQL text
+/// in a label): every one-query result is `ok` within 4 KiB with its labels cut and
+/// marked, and its audit record names no secret. Before label values were bounded, 3
+/// series of 100 KiB of one run gave `output_blocked` (the scan's decoding budget, with
+/// a correction about "a protected value" and `clinic_api_token` named in the audit), of
+/// words 308 KB of text, and 3 series of 10 KiB 31.6 KB of text.
+#[tokio::test]
+async fn long_label_values_give_a_bounded_result_naming_no_secret() {
+    let clinic = Clinic::start().await;
+    let bin = entrypoint(&clinic.package);
+    for (n, label_bytes, filler) in [
+        (3, 100 << 10, "l"),
+        (3, 100 << 10, "select 1 "),
+        (3, 10 << 10, "select 1 "),
+    ] {
+        clinic
+            .front
+            .faults()
+            .set_fault(test_support::Fault::LongLabels {
+                series: n,
+                label_bytes,
+                filler,
+            });
+        let result = clinic.call(&bin, clinic.env()).await;
+        let details = result.details();
+        assert!(!result.is_failed(), "{label_bytes}: {}", result.text());
+        assert!(
+            result.text().len() <= 4096,
+            "{label_bytes}: {} bytes",
+            result.text().len()
+        );
+        let evidence = details.items[0].evidence.as_ref().unwrap();
+        assert_eq!(evidence.series_count, n as u64);
+        assert!(
+            evidence.series[0].labels["sql"].ends_with(evidence_connectors::CUT_MARK),
+            "{label_bytes}"
+        );
+        let records = audit_records(&clinic.audit());
+        let last = records.last().unwrap();
+        assert_eq!(last["status"], "ok");
+        assert!(last.get("blocked_secrets").is_none(), "{last}");
+    }
+}
+
 #[tokio::test]
 async fn one_changed_byte_of_the_packaged_binary_is_refused_before_any_request() {
     let clinic = Clinic::start().await;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use evidence_result::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesSummary};
 
+use super::bound::bounded;
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
 use super::summary::{FoldSummary, Labels, MAX_TRACKED_SERIES, ResultFold};
 use crate::ConnectorError;
@@ -149,7 +150,11 @@ impl Compaction {
         warnings: &[Cow<'_, str>],
         sanitizer: &dyn LabelSanitizer,
     ) -> Result<Evidence, ConnectorError> {
-        let mut warnings: Vec<String> = warnings.iter().map(|w| w.clone().into_owned()).collect();
+        // Provider warnings are bounded as labels are (`bound.rs`).
+        let mut warnings: Vec<String> = warnings
+            .iter()
+            .map(|w| bounded(w.clone()).into_owned())
+            .collect();
         if summary.untracked_peaks > 0 {
             let covered = summary.peak_spread.map_or(0, |s| s.series);
             warnings.push(format!(

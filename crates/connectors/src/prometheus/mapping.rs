@@ -10,8 +10,10 @@ use futures::StreamExt as _;
 use reqwest::header::CONTENT_TYPE;
 
 use super::body::{BodyFold, Feed, FoldedBody};
+use super::bound::{CUT_MARK, cut_prefix};
 use super::compact::{Compaction, LabelSanitizer};
 use super::fetch::{RawResponse, ResponseLimits, read_capped};
+use super::fit::fit;
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
 use super::redact::Redactor;
 use super::stream::{MAX_HELD_BYTES, StreamCompactor, Streamed};
@@ -252,14 +254,42 @@ impl ResponseMapper {
     ) -> Result<Evidence, Failure> {
         let warnings: Vec<Cow<'_, str>> = streamed.warnings;
         match compaction.evidence(streamed.summary, &warnings, &Dyn(sanitizer)) {
-            Ok(mut evidence) => {
-                for w in &mut evidence.warnings {
-                    *w = self.redactor.redact(w);
-                }
-                Ok(evidence)
-            }
+            Ok(evidence) => Ok(self.finished(evidence)),
             Err(e) => Err(self.failure(&e)),
         }
+    }
+
+    /// The last step of every successful answer: warnings redacted, every cut text
+    /// (a label or warning cut at its bound) ending in no part of a secret cut in two,
+    /// then the evidence fitted to its size bound.
+    fn finished(&self, mut evidence: Evidence) -> Evidence {
+        for w in &mut evidence.warnings {
+            *w = self.redactor.redact(w);
+        }
+        let cut_tail = |text: &mut String| {
+            // Only the tail: a whole secret in a cut text stays, for the guard to block.
+            if let Some(prefix) = cut_prefix(text)
+                && self.redactor.redact(prefix) == prefix
+            {
+                let redacted = self.redactor.redact_cut(prefix);
+                if redacted != prefix {
+                    *text = format!("{redacted}{CUT_MARK}");
+                }
+            }
+        };
+        for w in &mut evidence.warnings {
+            cut_tail(w);
+        }
+        for v in evidence.common_labels.values_mut() {
+            cut_tail(v);
+        }
+        for row in &mut evidence.series {
+            for v in row.labels.values_mut() {
+                cut_tail(v);
+            }
+        }
+        fit(&mut evidence);
+        evidence
     }
 
     /// Evidence from a complete answer by the typed parser of the whole body: the path
@@ -280,12 +310,7 @@ impl ResponseMapper {
         match parse_with::<SeriesDigest<'_>>(&raw.body) {
             Ok(parsed) if raw.is_success() && parsed.status == ResponseStatus::Success => {
                 match compaction.compact_parsed(parsed, &Dyn(sanitizer)) {
-                    Ok(mut evidence) => {
-                        for w in &mut evidence.warnings {
-                            *w = self.redactor.redact(w);
-                        }
-                        Ok(evidence)
-                    }
+                    Ok(evidence) => Ok(self.finished(evidence)),
                     Err(e) => Err(self.failure(&e)),
                 }
             }

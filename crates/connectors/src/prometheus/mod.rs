@@ -2,8 +2,10 @@
 //! streamed reads, streaming and typed parsing, compaction, credential redaction and error mapping.
 
 mod body;
+mod bound;
 mod compact;
 mod fetch;
+mod fit;
 mod mapping;
 mod parse;
 mod redact;
@@ -12,11 +14,13 @@ mod stream;
 mod summary;
 
 pub(crate) use body::{BodyFold, Feed};
+pub use bound::{CUT_MARK, MAX_LABEL_CHARS};
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
 pub use fetch::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,
     ResponseLimits, fetch, read_capped,
 };
+pub use fit::MAX_EVIDENCE_BYTES;
 pub use mapping::{RETAINED_BODY_BYTES, ResponseMapper};
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};
 pub use redact::{REDACTED, Redactor};

@@ -8,6 +8,7 @@ use evidence_result::SeriesFold;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::bound::{BoundedStr, deserialize_str_with};
 use crate::ConnectorError;
 
 /// The envelope's `status`.
@@ -304,27 +305,17 @@ struct CowStr<'a>(Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for CowStr<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Cow<'de, str>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Cow::Borrowed(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(v.to_owned()))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(v))
-            }
-        }
-        deserializer.deserialize_str(V).map(CowStr)
+        deserialize_str_with(deserializer, whole).map(CowStr)
     }
 }
 
-/// A label map kept as a list of pairs in input order (no sorting, no hashing).
+/// A string kept whole.
+fn whole(text: Cow<'_, str>) -> Cow<'_, str> {
+    text
+}
+
+/// A label map kept as a list of pairs in input order (no sorting, no hashing), each
+/// name and value bounded as it is read (`bound.rs`).
 #[derive(Default)]
 struct Labels<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
 
@@ -338,7 +329,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((k, v)) = map.next_entry::<CowStr<'de>, CowStr<'de>>()? {
+                while let Some((k, v)) = map.next_entry::<BoundedStr<'de>, BoundedStr<'de>>()? {
                     out.push((k.0, v.0));
                 }
                 Ok(out)

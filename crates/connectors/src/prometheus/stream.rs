@@ -367,7 +367,7 @@ mod tests {
     use crate::prometheus::compact::{Compaction, KeepLabels};
     use crate::prometheus::mapping::{RETAINED_BODY_BYTES, ResponseMapper};
     use crate::prometheus::parse::QueryRangeResponse;
-    use crate::prometheus::{RawResponse, Redactor};
+    use crate::prometheus::{REDACTED, RawResponse, Redactor};
     use evidence_result::{Evidence, Failure, Provider};
     use proptest::prelude::*;
 
@@ -618,6 +618,14 @@ mod tests {
             .unwrap()
     }
 
+    /// `body` in 64 KiB chunks.
+    fn pieces(body: &str) -> Vec<Vec<u8>> {
+        body.as_bytes()
+            .chunks(64 << 10)
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
     fn run<T>(f: impl std::future::Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
             .build()
@@ -663,11 +671,7 @@ mod tests {
         let compaction = Compaction::new(3);
         #[expect(clippy::result_large_err, reason = "test helper")]
         let call = |body: String| -> Result<Evidence, Failure> {
-            let pieces: Vec<Vec<u8>> = body
-                .as_bytes()
-                .chunks(64 << 10)
-                .map(<[u8]>::to_vec)
-                .collect();
+            let pieces = pieces(&body);
             run(mapper.response_evidence(
                 response(200, pieces),
                 usize::MAX,
@@ -724,11 +728,7 @@ mod tests {
             r#"{head}{filler}{secret}"}},"values":[[1,"nan"]]}},{}]}}}}"#,
             "{}".repeat(RETAINED_BODY_BYTES)
         );
-        let pieces: Vec<Vec<u8>> = body
-            .as_bytes()
-            .chunks(64 << 10)
-            .map(<[u8]>::to_vec)
-            .collect();
+        let pieces = pieces(&body);
         let f = run(mapper.response_evidence(
             response(200, pieces),
             usize::MAX,
@@ -821,5 +821,160 @@ mod tests {
         // An unknown key is skipped by both: its "result" is no series.
         assert!(streamed(cases[1], &[], 2).unwrap().is_no_data());
         assert_eq!(streamed(cases[0], &[], 2).unwrap().top_peak(), Some(5.0));
+    }
+
+    /// A body of `series` series, each with one label value of `bytes` bytes (a long
+    /// trace list or SQL text in a label), the rest ordinary.
+    fn long_label_body(series: usize, bytes: usize) -> String {
+        let rows: Vec<String> = (0..series)
+            .map(|i| {
+                format!(
+                    r#"{{"metric":{{"__name__":"tidb_query","instance":"tidb-{i}:10080","sql":"{}{i}"}},"values":[[1786348800,"{i}.5"],[1786348815,"1"]]}}"#,
+                    "select 1 ".repeat(bytes / 9)
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#,
+            rows.join(",")
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A label value cut at its bound keeps no part of a bound secret cut in two by
+        /// the bound; a whole secret before the bound stays, for the guard to block.
+        #[test]
+        fn a_cut_label_keeps_no_part_of_a_secret(
+            secret in "[A-Za-z0-9!#]{12,24}",
+            at in 200usize..300,
+        ) {
+            use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
+            let value = format!("{}{secret}{}", " ".repeat(at), " ".repeat(400));
+            let body = format!(
+                r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{"sql":"{value}"}},"values":[[1,"1"]]}}]}}}}"#
+            );
+            let mapper = ResponseMapper::new(
+                Provider::Clinic,
+                Redactor::new([secrecy::SecretString::from(secret.clone())]),
+            );
+            let raw = RawResponse::new(200, Some("application/json".into()), body.into_bytes());
+            let e = mapper.evidence(&raw, &Compaction::new(3), &KeepLabels).unwrap();
+            let kept = e.common_labels["sql"].strip_suffix(CUT_MARK).unwrap();
+            if at + secret.len() <= MAX_LABEL_CHARS {
+                prop_assert!(kept.contains(&secret));
+            } else if at < MAX_LABEL_CHARS {
+                let before = kept.strip_suffix(REDACTED).unwrap_or(kept);
+                for k in 1..=secret.len() {
+                    prop_assert!(!before.ends_with(&secret[..k]), "{}", kept);
+                }
+            } else {
+                prop_assert_eq!(kept, " ".repeat(MAX_LABEL_CHARS));
+            }
+        }
+    }
+
+    /// Long label values are cut, marked, before they are held: 3 series of 10 KiB or
+    /// 100 KiB labels give one-query results within 4 KiB (before the bound, 11 KB and
+    /// an output the guard could not scan), streamed or typed alike.
+    #[test]
+    fn long_label_values_are_cut_and_the_result_fits_4_kib() {
+        use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
+        use crate::prometheus::fit::MAX_EVIDENCE_BYTES;
+        use evidence_result::{
+            Details, Item, Operation, Origin, PackageId, QueryId, RequestDigest, ToolResult,
+        };
+        let mapper = ResponseMapper::new(Provider::Clinic, Redactor::default());
+        let compaction = Compaction::new(10)
+            .with_unit("queries")
+            .with_expr("tidb_query");
+        for bytes in [10 << 10, 100 << 10] {
+            let body = long_label_body(3, bytes);
+            let pieces = pieces(&body);
+            let streamed = run(mapper.response_evidence(
+                response(200, pieces),
+                usize::MAX,
+                &compaction,
+                &KeepLabels,
+            ))
+            .unwrap();
+            let raw = RawResponse::new(200, Some("application/json".into()), body.into_bytes());
+            assert_eq!(
+                mapper
+                    .typed_evidence(&raw, &compaction, &KeepLabels)
+                    .unwrap(),
+                streamed
+            );
+            // A complete body (the Wetech path) gives the same.
+            assert_eq!(
+                mapper.evidence(&raw, &compaction, &KeepLabels).unwrap(),
+                streamed
+            );
+            assert_eq!(streamed.series_count, 3);
+            assert_eq!(streamed.top_peak(), Some(2.5));
+            let sql = &streamed.series[0].labels["sql"];
+            assert!(sql.ends_with(CUT_MARK), "{bytes}: not cut");
+            assert!(sql.chars().count() <= MAX_LABEL_CHARS + CUT_MARK.chars().count());
+            assert!(sql.starts_with("select 1 select 1"), "{sql}");
+            let json = serde_json::to_string(&streamed).unwrap();
+            assert!(
+                json.len() <= MAX_EVIDENCE_BYTES,
+                "{bytes}: evidence of {} bytes",
+                json.len()
+            );
+            let origin = Origin {
+                package: PackageId::clinic(),
+                provider: Provider::Clinic,
+                operation: Operation::QueryRange,
+                policy_source: None,
+            };
+            let digest = RequestDigest::of(&serde_json::json!({"expr": "tidb_query"})).unwrap();
+            let item = Item::success(
+                QueryId::new("a_query_id_of_some_length").unwrap(),
+                Some(digest),
+                streamed,
+            );
+            let result = ToolResult::new(Details::batch(origin, vec![item]).unwrap()).unwrap();
+            assert!(
+                result.text().len() <= 4096,
+                "{bytes}: {} bytes",
+                result.text().len()
+            );
+        }
+    }
+
+    /// 20 series of 15 MiB label values: what the fold keeps of each is bounded (the
+    /// top-k candidates no longer keep their labels whole).
+    #[test]
+    fn the_fold_holds_no_long_label() {
+        use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
+        let label = "v".repeat(15 << 20);
+        let mut parser = StreamCompactor::new(10);
+        parser
+            .feed(br#"{"status":"success","data":{"resultType":"matrix","result":["#)
+            .unwrap();
+        for i in 0..20 {
+            let series = format!(
+                r#"{}{{"metric":{{"big":"{label}","i":"{i}"}},"values":[[1,"{i}"]]}}"#,
+                if i > 0 { "," } else { "" }
+            );
+            for piece in series.as_bytes().chunks(64 << 10) {
+                parser.feed(piece).unwrap();
+            }
+            let held: usize = parser.fold.held_label_bytes();
+            assert!(
+                held <= 2 * 10 * 2 * (MAX_LABEL_CHARS * 4 + CUT_MARK.len() + 8),
+                "{held}"
+            );
+        }
+        parser.feed(b"]}}").unwrap();
+        let s = parser.finish().unwrap();
+        assert_eq!(s.summary.series_count, 20);
+        assert!(s.summary.top.iter().all(|t| {
+            t.labels
+                .iter()
+                .all(|(_, v)| v.len() <= MAX_LABEL_CHARS + CUT_MARK.len())
+        }));
     }
 }

@@ -114,6 +114,19 @@ impl<'a> ResultFold<'a> {
         }
     }
 
+    /// The bytes of the label names and values the fold holds (its candidates and the
+    /// common labels).
+    #[cfg(test)]
+    pub(crate) fn held_label_bytes(&self) -> usize {
+        let bytes =
+            |labels: &Labels<'_>| -> usize { labels.iter().map(|(k, v)| k.len() + v.len()).sum() };
+        self.top
+            .iter()
+            .map(|(_, s)| bytes(&s.labels))
+            .sum::<usize>()
+            + self.common.as_ref().map_or(0, bytes)
+    }
+
     /// The summary of every pushed series.
     pub(crate) fn finish(mut self) -> FoldSummary<'a> {
         self.cut();

@@ -218,17 +218,11 @@ impl GuardBuilder {
             .build(patterns.iter().map(|p| p.as_slice()))
             .map_err(|e| PackageError::Guard(e.to_string()))?;
         let prefilter = Prefilter::new(&patterns);
-        let secret_names = self
-            .values
-            .iter()
-            .map(|(l, _)| l.split(':').next().unwrap_or(l).to_owned())
-            .collect();
         Ok(OutputGuard {
             automaton,
             prefilter,
             owners,
             labels,
-            secret_names,
             limits: self.limits,
         })
     }

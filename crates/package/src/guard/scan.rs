@@ -29,8 +29,6 @@ pub struct OutputGuard {
     pub(super) owners: Vec<Vec<u32>>,
     /// The names of the protected values (a secret, or `secret: what`).
     pub(super) labels: Vec<String>,
-    /// The secret names, without the `: what` of derived values.
-    pub(super) secret_names: BTreeSet<String>,
     /// The limits of a scan.
     pub(super) limits: GuardLimits,
 }
@@ -163,7 +161,8 @@ impl OutputGuard {
             ErrorCode::output_blocked(),
             FailureClass::OutputBlocked,
             blocked.cause.model_detail(),
-        );
+        )
+        .with_correction(blocked.cause.model_correction());
         match ToolResult::new(Details::failure(origin.clone(), query_id, None, failure)) {
             Ok(replacement) if self.is_clean_replacement(&replacement) => replacement,
             _ => ToolResult::withheld(origin),
@@ -180,7 +179,7 @@ impl OutputGuard {
 
     fn failed(&self, why: ScanFailure) -> Verdict {
         Verdict::Blocked(Blocked {
-            secrets: self.secret_names.iter().cloned().collect(),
+            secrets: Vec::new(),
             cause: BlockCause::ScanFailed(why),
         })
     }
@@ -289,7 +288,8 @@ mod tests {
                 secrets,
                 cause: BlockCause::ScanFailed(ScanFailure::TooLarge { .. }),
             }) => {
-                assert_eq!(secrets, vec!["k".to_owned()]);
+                // Nothing matched, so no secret is named.
+                assert!(secrets.is_empty(), "{secrets:?}");
             }
             other => panic!("{other:?}"),
         }
@@ -345,15 +345,29 @@ mod tests {
             blocked.cause,
             BlockCause::ScanFailed(ScanFailure::TooLarge { .. })
         ));
-        assert_eq!(blocked.secrets, ["clinic_api_token"]);
+        assert!(blocked.secrets.is_empty(), "{:?}", blocked.secrets);
         let d = guarded.result.details();
         let error = d.error.as_ref().unwrap();
         assert_eq!(error.code, ErrorCode::output_blocked());
         assert_eq!(error.class, FailureClass::OutputBlocked);
         assert_eq!(d.query_id.as_ref().map(QueryId::as_str), Some("tidb_cpu"));
         let detail = d.detail_error.as_deref().unwrap();
-        assert!(detail.contains("secret scan failed"), "{detail}");
+        assert!(
+            detail.contains("secret scan could not complete"),
+            "{detail}"
+        );
         assert!(!detail.contains("clinic_api_token"), "{detail}");
+        // The correction says what happened: the scan's cap, not a protected value.
+        let correction = d.correction.as_ref().unwrap();
+        assert!(!correction.allowed);
+        assert!(
+            correction.instruction.contains("scan cap")
+                && !correction
+                    .instruction
+                    .contains("contained a protected value"),
+            "{}",
+            correction.instruction
+        );
         assert!(!guarded.result.text().contains(&"x".repeat(2048)));
         // A clean result passes unchanged.
         let small = failed_with("bad");

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use evidence_result::ToolResult;
+use evidence_result::{Correction, FailureClass, ToolResult};
 
 /// Why an output was blocked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +23,36 @@ impl BlockCause {
                 "the tool output was withheld because it contained a protected value".to_owned()
             }
             BlockCause::ScanFailed(why) => {
-                format!("the tool output was withheld because the secret scan failed ({why})")
+                format!(
+                    "the tool output was withheld because the secret scan could not complete \
+                     ({why}); no protected value was found in what was scanned"
+                )
             }
         }
+    }
+
+    /// The correction of the result that replaces a blocked output. A found secret keeps
+    /// the class's standard instruction; a scan that could not complete says so (its
+    /// size cap or decoding budget, not a protected value). Either way the class is
+    /// `output_blocked` and the turn stops: what was not scanned may hold a secret, and
+    /// a guarded result of at most 4 KiB exceeds the budget only when the provider's
+    /// data nests encodings on purpose, which no change of the query corrects.
+    pub fn model_correction(&self) -> Correction {
+        let mut correction = Correction::for_class(
+            FailureClass::OutputBlocked,
+            None,
+            Correction::default_keep(),
+        );
+        if let BlockCause::ScanFailed(why) = self {
+            correction.instruction = format!(
+                "The output was withheld because the secret scan could not complete ({why}); \
+                 nothing protected was found in what was scanned, but an output that was not \
+                 scanned whole is never passed on. This stops the turn: do not call any \
+                 evidence tool again in this turn, for this or any other objective; report \
+                 the objective as failed."
+            );
+        }
+        correction
     }
 }
 
@@ -71,9 +98,9 @@ impl fmt::Display for ScanFailure {
 /// A blocked output: which secrets (names only) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blocked {
-    /// Names of the secrets involved: the ones found, or every guarded one when the scan
-    /// failed. Storage-state values are named `secret: what` (a cookie or localStorage
-    /// name, never a value).
+    /// Names of the secrets found; empty when the scan failed (then none matched, and
+    /// the audit record names none). Storage-state values are named `secret: what` (a
+    /// cookie or localStorage name, never a value).
     pub secrets: Vec<String>,
     /// Why.
     pub cause: BlockCause,
@@ -94,7 +121,8 @@ impl Blocked {
                 "the tool output was withheld because it contained a protected value of: {names}"
             ),
             BlockCause::ScanFailed(why) => format!(
-                "the tool output was withheld because the secret scan failed ({why}); guarded secrets: {names}"
+                "the tool output was withheld because the secret scan could not complete ({why}); \
+                 no secret matched in what was scanned"
             ),
         }
     }
