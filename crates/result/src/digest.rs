@@ -157,7 +157,7 @@ impl FromStr for RequestDigest {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         lower_hex(s)
             .map(RequestDigest)
-            .ok_or_else(|| ResultError::InvalidDigest(s.to_owned()))
+            .ok_or_else(|| ResultError::InvalidRequestDigest(s.to_owned()))
     }
 }
 
@@ -228,5 +228,13 @@ mod tests {
             RequestDigest::of(&a).unwrap(),
             RequestDigest::of(&c).unwrap()
         );
+    }
+
+    #[test]
+    fn a_full_sha256_digest_is_refused_with_the_request_digest_form() {
+        let full = format!("sha256:{}", "ab".repeat(32));
+        let message = full.parse::<RequestDigest>().unwrap_err().to_string();
+        assert!(message.contains("32 lower-case hex digits"), "{message}");
+        assert!(!message.contains("'sha256:' and 64"), "{message}");
     }
 }

@@ -16,6 +16,13 @@ pub enum ResultError {
     /// A digest string is not `sha256:` followed by 64 lower-case hex digits.
     #[error("invalid digest {0:?}: expected 'sha256:' and 64 lower-case hex digits")]
     InvalidDigest(String),
+    /// A request digest is not 32 lower-case hex digits (the first 128 bits of the
+    /// request's SHA-256, without a prefix).
+    #[error(
+        "invalid request digest {0:?}: expected 32 lower-case hex digits (the first 128 bits \
+         of the request's SHA-256, no prefix)"
+    )]
+    InvalidRequestDigest(String),
     /// A value could not be put into canonical JSON.
     #[error("cannot canonicalize request: {0}")]
     Canonical(String),
