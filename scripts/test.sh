@@ -22,6 +22,10 @@ dpkg -s ca-certificates >/dev/null 2>&1 || missing+=(ca-certificates)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# binutils' nm reads the tool binaries' symbol tables (tests/lean_binaries.rs); procps'
+# kill stops an MCP server the way a client does (tests/mcp_sessions.rs).
+command -v nm >/dev/null 2>&1 || missing+=(binutils)
+[ -x /usr/bin/kill ] || [ -x /bin/kill ] || missing+=(procps)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing system packages: ${missing[*]}"
   as_root apt-get update -qq
