@@ -520,14 +520,16 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "queryId": "vida_tidb_cpu", "expr": "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))", "step": "15s"
     })).await?;
     println!("  call 1: {}", describe(&r));
-    let reference = r
-        .details()
-        .evidence
-        .as_ref()
-        .and_then(|e| e.series.first())
-        .and_then(|s| s.labels.get("instance"))
-        .cloned()
-        .ok_or("the vida result carries no instance reference")?;
+    // The instance label of a result's top row, as the model sees it (a reference).
+    let top_instance = |r: &ToolResult| {
+        r.details()
+            .evidence
+            .as_ref()
+            .and_then(|e| e.series.first())
+            .and_then(|s| s.labels.get("instance"))
+            .cloned()
+    };
+    let reference = top_instance(&r).ok_or("the vida result carries no instance reference")?;
     let shown: String = reference.chars().take(24).collect();
     println!(
         "  instance label as the model sees it: {shown}... (sealed, {} chars; no address)",
@@ -537,14 +539,7 @@ async fn run(mode: Mode) -> Result<(), Box<dyn Error>> {
         "queryId": "vida_top_instance_cpu", "expr": "rate(process_cpu_seconds_total{job=\"tidb\"}[1m])", "step": "15s", "instanceRef": reference
     })).await?;
     println!("  call 2 (instanceRef passed back): {}", describe(&r));
-    let named = r
-        .details()
-        .evidence
-        .as_ref()
-        .and_then(|e| e.series.first())
-        .and_then(|s| s.labels.get("instance"))
-        .cloned()
-        .ok_or("the follow-up carries no instance reference")?;
+    let named = top_instance(&r).ok_or("the follow-up carries no instance reference")?;
     if named != reference {
         return Err("the follow-up names the instance under another reference".into());
     }

@@ -20,13 +20,7 @@ const TOKEN: &str = "digest-once-clinic-token-01";
 
 fn initialized(bin: &Path, env: &[(&'static str, String)]) -> Wire {
     let mut wire = Wire::start_with(bin, env);
-    wire.request(
-        0,
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "digest-once-test", "version": "1"}}),
-    );
-    wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    wire.initialize();
     wire
 }
 

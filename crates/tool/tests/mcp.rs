@@ -887,13 +887,7 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
     let (elapsed, results) = blocking(move || {
         use std::io::BufRead as _;
         let mut wire = Wire::start_with(&bin, &env);
-        wire.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "wire-test", "version": "1"}}),
-        );
-        wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        wire.initialize();
         let started = std::time::Instant::now();
         for id in 1..=8u64 {
             wire.send(

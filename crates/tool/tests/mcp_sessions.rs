@@ -30,16 +30,6 @@ fn call_message(id: u64) -> Value {
         "name": "managed_auto_oncall_clinic", "arguments": args(&format!("q{id}"))}})
 }
 
-fn initialize(wire: &mut Wire) {
-    wire.request(
-        0,
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "mcp-sessions-test", "version": "1"}}),
-    );
-    wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-}
-
 struct Setup {
     _prometheus: test_support::Prometheus,
     front: test_support::ClinicFront,
@@ -157,7 +147,7 @@ async fn each_call_runs_under_the_one_policy_it_read_at_its_start() {
     let (live, replacement) = (first.envelope.clone(), second.envelope.clone());
     let answers = blocking(move || {
         let mut wire = Wire::start_with(&bin, &env);
-        initialize(&mut wire);
+        wire.initialize();
         // Four calls take the four slots and read the first envelope; then the file is
         // replaced while they wait for the provider; four more calls start only when
         // slots free up, after the rename.

@@ -46,6 +46,17 @@ impl Wire {
         }
     }
 
+    /// The 2025-11-25 handshake: `initialize` (id 0), then `notifications/initialized`.
+    pub fn initialize(&mut self) {
+        self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "wire-test", "version": "1"}}),
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
