@@ -176,13 +176,6 @@ impl ClinicSecrets {
         ClinicSecrets { token }
     }
 
-    /// Reads the token from [`ClinicSecrets::TOKEN_ENV`].
-    pub fn from_env() -> Option<Self> {
-        std::env::var(Self::TOKEN_ENV)
-            .ok()
-            .map(|v| ClinicSecrets::new(SecretString::from(v)))
-    }
-
     /// The bearer token.
     pub fn token(&self) -> &SecretString {
         &self.token

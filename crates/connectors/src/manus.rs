@@ -163,22 +163,6 @@ impl ManusSecrets {
         }
     }
 
-    /// Reads the three values from [`ManusSecrets::USERNAME_ENV`],
-    /// [`ManusSecrets::PASSWORD_ENV`] and [`ManusSecrets::REFERENCE_KEYS_ENV`].
-    pub fn from_env() -> Result<Self, ConnectorError> {
-        let var = |name: &str| {
-            std::env::var(name)
-                .map(SecretString::from)
-                .map_err(|_| ConnectorError::Config(format!("{name} is not set")))
-        };
-        let keys = ReferenceKeyRing::parse_secret(&var(Self::REFERENCE_KEYS_ENV)?)?;
-        Ok(ManusSecrets::new(
-            var(Self::USERNAME_ENV)?,
-            var(Self::PASSWORD_ENV)?,
-            keys,
-        ))
-    }
-
     /// The reference key ring.
     pub fn reference_keys(&self) -> &ReferenceKeyRing {
         &self.reference_keys

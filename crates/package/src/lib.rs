@@ -10,7 +10,7 @@ mod manifest;
 mod package;
 mod revision;
 mod secrets;
-mod storage_state;
+pub mod storage_state;
 
 pub use arguments::argument_schema;
 pub use audit::{AuditRecord, CallContext};
@@ -31,7 +31,6 @@ pub use manifest::{
 pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
 pub use revision::Revision;
 pub use secrets::{BindingReport, SandboxEnv, SecretBinding, SecretValues};
-pub use storage_state::storage_state_values;
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use evidence_policy::{MAX_BATCH, RUNTIME_CONTEXT_ENV, ScopeBinding};
+use evidence_policy::{MAX_BATCH, ScopeBinding};
 
 use crate::{PackageError, Revision};
 
@@ -86,7 +86,7 @@ pub struct AuthBinding {
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicyDelivery {
     /// A signed envelope per request, bound to the package digest, in a file the runtime
-    /// names through `EVIDENCE_TRUSTED_CONTEXT` (`evidence_policy::RUNTIME_CONTEXT_ENV`).
+    /// names through `EVIDENCE_TRUSTED_CONTEXT` (read by `evidence_tool::RuntimeContext`).
     PerRequestEnvelope,
     /// An explicit canary: a fixed policy shipped as one of the package's files.
     StaticCanary {
@@ -557,16 +557,10 @@ fn check_id(field: &str, value: &str) -> Result<(), PackageError> {
 }
 
 fn is_reserved_env(env: &str) -> bool {
-    const RESERVED: [&str; 9] = [
-        "PATH",
-        "HOME",
-        "USER",
-        "SHELL",
-        "TMPDIR",
-        "PWD",
-        "LANG",
-        "TERM",
-        RUNTIME_CONTEXT_ENV,
+    // The runtime's own variables (`EVIDENCE_TRUSTED_CONTEXT`, the keys, the audit log)
+    // all carry the reserved prefix.
+    const RESERVED: [&str; 8] = [
+        "PATH", "HOME", "USER", "SHELL", "TMPDIR", "PWD", "LANG", "TERM",
     ];
     RESERVED.contains(&env)
         || env.starts_with(RUNTIME_ENV_PREFIX)

@@ -1,5 +1,6 @@
-//! The values a browser storage state (Playwright `storageState` JSON) protects, each
-//! with its role: a credential (it must be long enough to guard, or the state is
+//! The one model of a browser storage state (Playwright `storageState` JSON), which the
+//! secret binding and the Wetech connector both parse it into, and the one rule for the
+//! values it protects, each with its role: a credential (it must be long enough to guard, or the state is
 //! refused), page state (guarded when long enough, otherwise left unguarded and listed)
 //! or a segment of a JWT-looking value (the whole token is guarded anyway).
 
@@ -11,33 +12,190 @@ use zeroize::Zeroizing;
 use crate::PackageError;
 use crate::credential::{describes_credential, names_credential};
 
+/// A browser storage state (Playwright `storageState` JSON), parsed once for every use:
+/// the secret binding derives from it the values the output guard protects
+/// ([`StorageState::protected_values`]), and the Wetech connector applies its cookies and
+/// localStorage to the Grafana origin. Values stay secret: `Debug` shows names only.
 #[derive(Deserialize)]
-struct StorageState {
+pub struct StorageState {
     #[serde(default)]
     cookies: Vec<Cookie>,
     #[serde(default)]
     origins: Vec<OriginState>,
 }
 
-#[derive(Deserialize)]
-struct Cookie {
-    name: String,
-    value: SecretString,
-    #[serde(rename = "httpOnly", default)]
-    http_only: bool,
+impl std::fmt::Debug for StorageState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageState")
+            .field(
+                "cookies",
+                &self.cookies.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            )
+            .field(
+                "origins",
+                &self.origins.iter().map(|o| &o.origin).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
+/// One stored cookie, its attributes as Playwright writes them.
 #[derive(Deserialize)]
-struct OriginState {
+#[serde(rename_all = "camelCase")]
+pub struct Cookie {
+    name: String,
+    value: SecretString,
+    #[serde(default)]
+    domain: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    expires: Option<f64>,
+    #[serde(default)]
+    http_only: bool,
+    #[serde(default)]
+    secure: bool,
+    #[serde(default)]
+    same_site: Option<String>,
+}
+
+impl std::fmt::Debug for Cookie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The value is never printed.
+        f.debug_struct("Cookie")
+            .field("name", &self.name)
+            .field("domain", &self.domain)
+            .field("http_only", &self.http_only)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cookie {
+    /// The cookie's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Its value (secret).
+    pub fn value(&self) -> &SecretString {
+        &self.value
+    }
+    /// Its domain as stored (`.example.com` for a domain cookie), if any.
+    pub fn domain(&self) -> Option<&str> {
+        self.domain.as_deref()
+    }
+    /// Its path as stored, if any.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+    /// Its expiry in Unix seconds as stored (`-1` for a session cookie), if any.
+    pub fn expires(&self) -> Option<f64> {
+        self.expires
+    }
+    /// Whether it is `httpOnly`.
+    pub fn http_only(&self) -> bool {
+        self.http_only
+    }
+    /// Whether it is `Secure`.
+    pub fn secure(&self) -> bool {
+        self.secure
+    }
+    /// Its `sameSite` as stored, if any.
+    pub fn same_site(&self) -> Option<&str> {
+        self.same_site.as_deref()
+    }
+}
+
+/// The localStorage of one origin.
+#[derive(Deserialize)]
+pub struct OriginState {
     origin: String,
     #[serde(rename = "localStorage", default)]
     local_storage: Vec<LocalStorageEntry>,
+}
+
+impl std::fmt::Debug for OriginState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Entry values are never printed.
+        f.debug_struct("OriginState")
+            .field("origin", &self.origin)
+            .field(
+                "keys",
+                &self
+                    .local_storage
+                    .iter()
+                    .map(|e| &e.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl OriginState {
+    /// The origin as stored.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+    /// Its entries: key and (secret) value.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &SecretString)> {
+        self.local_storage
+            .iter()
+            .map(|e| (e.name.as_str(), &e.value))
+    }
 }
 
 #[derive(Deserialize)]
 struct LocalStorageEntry {
     name: String,
     value: SecretString,
+}
+
+impl StorageState {
+    /// Parses the storage state called `name` (the secret's name in the auth binding).
+    /// The error names `name` and a position, never a value.
+    pub fn parse(name: &str, json: &SecretString) -> Result<Self, PackageError> {
+        serde_json::from_str(json.expose_secret()).map_err(|e| PackageError::InvalidStorageState {
+            name: name.to_owned(),
+            // serde's message may quote the input (a secret): its kind and position only.
+            reason: format!(
+                "{} at line {}, column {}",
+                match e.classify() {
+                    serde_json::error::Category::Io => "unreadable",
+                    serde_json::error::Category::Syntax => "not JSON",
+                    serde_json::error::Category::Data => "not the storageState shape",
+                    serde_json::error::Category::Eof => "JSON ends early",
+                },
+                e.line(),
+                e.column()
+            ),
+        })
+    }
+
+    /// The stored cookies.
+    pub fn cookies(&self) -> &[Cookie] {
+        &self.cookies
+    }
+
+    /// The origins with localStorage.
+    pub fn origins(&self) -> &[OriginState] {
+        &self.origins
+    }
+
+    /// Every value of the state that the output guard protects and that a redactor of
+    /// provider text must cover (see [`storage_state_values`]); `name` is the secret's
+    /// name, for errors.
+    pub fn protected_values(&self, name: &str) -> Result<Vec<SecretString>, PackageError> {
+        Ok(derive_from(name, self)?
+            .into_iter()
+            .filter(|d| d.value.len() >= crate::MIN_SECRET_BYTES)
+            // A value that is not UTF-8 (a percent-decoding of other bytes) never
+            // appears in text as itself; the guard searches its encodings.
+            .filter_map(|d| {
+                std::str::from_utf8(&d.value)
+                    .ok()
+                    .map(|v| SecretString::from(v.to_owned()))
+            })
+            .collect())
+    }
 }
 
 /// What a derived value is, which decides what happens when it is too short to guard.
@@ -91,22 +249,12 @@ fn cookie_role(cookie: &Cookie) -> Role {
 /// page state carries nothing and is left out; an empty credential is kept (and refused
 /// as too short). A JSON value nested deeper than 64 levels refuses the state.
 pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>, PackageError> {
-    let state: StorageState =
-        serde_json::from_str(json).map_err(|e| PackageError::InvalidStorageState {
-            name: name.to_owned(),
-            // serde's message may quote the input (a secret): its kind and position only.
-            reason: format!(
-                "{} at line {}, column {}",
-                match e.classify() {
-                    serde_json::error::Category::Io => "unreadable",
-                    serde_json::error::Category::Syntax => "not JSON",
-                    serde_json::error::Category::Data => "not the storageState shape",
-                    serde_json::error::Category::Eof => "JSON ends early",
-                },
-                e.line(),
-                e.column()
-            ),
-        })?;
+    let state = StorageState::parse(name, &SecretString::from(json.to_owned()))?;
+    derive_from(name, &state)
+}
+
+/// [`derive_values`] of a parsed state.
+fn derive_from(name: &str, state: &StorageState) -> Result<Vec<DerivedValue>, PackageError> {
     let mut derive = Derivation {
         name,
         out: Vec::new(),
@@ -161,17 +309,7 @@ pub fn storage_state_values(
     name: &str,
     state: &SecretString,
 ) -> Result<Vec<SecretString>, PackageError> {
-    Ok(derive_values(name, state.expose_secret())?
-        .into_iter()
-        .filter(|d| d.value.len() >= crate::MIN_SECRET_BYTES)
-        // A value that is not UTF-8 (a percent-decoding of other bytes) never appears in
-        // text as itself; the guard searches its encodings.
-        .filter_map(|d| {
-            std::str::from_utf8(&d.value)
-                .ok()
-                .map(|v| SecretString::from(v.to_owned()))
-        })
-        .collect())
+    StorageState::parse(name, state)?.protected_values(name)
 }
 
 /// JSON deeper than this (counting JSON held in strings) refuses the state: its leaves

@@ -194,20 +194,7 @@ pub fn verify(
     }
     let policy: TrustedPolicy =
         serde_json::from_slice(&payload).map_err(|e| PolicyError::InvalidPolicy(e.to_string()))?;
-    if policy.package != *package {
-        return Err(PolicyError::PackageMismatch {
-            expected: package.clone(),
-            found: policy.package,
-        });
-    }
-    if policy.provider != provider {
-        return Err(PolicyError::ProviderMismatch {
-            expected: provider,
-            found: policy.provider,
-        });
-    }
-    policy.validate()?;
-    policy.check_time(now)?;
+    policy.check_for(package, provider, now)?;
     Ok(policy)
 }
 

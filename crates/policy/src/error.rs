@@ -68,9 +68,6 @@ pub enum PolicyError {
     /// A key or key ring is malformed. The message never holds key material.
     #[error("invalid policy key: {0}")]
     InvalidKey(String),
-    /// The trusted runtime context could not be read.
-    #[error("trusted runtime context: {0}")]
-    RuntimeContext(String),
     /// The policy could not be encoded.
     #[error("cannot encode trusted policy: {0}")]
     Encode(String),
@@ -93,7 +90,7 @@ pub enum PolicyError {
 impl PolicyError {
     /// The failure a tool reports for this error.
     ///
-    /// Policy verification and delivery errors are `internal` (the model cannot fix
+    /// Policy verification errors are `internal` (the model cannot fix
     /// them and must not retry); a label conflict is a `policy_violation`
     /// (`scope_violation`); a PromQL error is `invalid_argument` (`promql_parse_error`).
     pub fn to_failure(&self) -> Failure {
@@ -138,7 +135,6 @@ mod tests {
             PolicyError::Promql("unexpected end".to_owned()),
             PolicyError::BadSignature,
             PolicyError::LegacyHmacEnvelope,
-            PolicyError::RuntimeContext("unset".to_owned()),
         ] {
             let failure = error.to_failure();
             assert!(

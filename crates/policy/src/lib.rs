@@ -2,7 +2,7 @@
 
 mod addresses;
 mod args;
-mod delivery;
+mod canary;
 mod depth;
 mod envelope;
 mod error;
@@ -18,10 +18,7 @@ pub use args::{
     ClinicArgs, ClinicQuery, InstanceRef, MAX_EXPR_BYTES, MAX_INSTANCE_REF_BYTES, MAX_STEP_SECONDS,
     MAX_UNIT_CHARS, ManusArgs, Step, Unit, WetechArgs, args_schema,
 };
-pub use delivery::{
-    CanaryPolicy, RUNTIME_CONTEXT_ENV, load_runtime_policy, read_envelope_file,
-    read_runtime_envelope,
-};
+pub use canary::CanaryPolicy;
 pub use depth::MAX_PROMQL_DEPTH;
 pub use envelope::{ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, SignedPolicy, verify};
 pub use error::PolicyError;

@@ -330,6 +330,32 @@ impl TrustedPolicy {
         Ok(())
     }
 
+    /// The one check every source of trusted policy passes before a call may use it (a
+    /// verified envelope and an opted-in canary alike): the policy names `package` and
+    /// `provider`, passes [`TrustedPolicy::validate`] and is valid at `now`
+    /// ([`TrustedPolicy::check_time`]).
+    pub fn check_for(
+        &self,
+        package: &PackageId,
+        provider: Provider,
+        now: Timestamp,
+    ) -> Result<(), PolicyError> {
+        if self.package != *package {
+            return Err(PolicyError::PackageMismatch {
+                expected: package.clone(),
+                found: self.package.clone(),
+            });
+        }
+        if self.provider != provider {
+            return Err(PolicyError::ProviderMismatch {
+                expected: provider,
+                found: self.provider,
+            });
+        }
+        self.validate()?;
+        self.check_time(now)
+    }
+
     /// The policy as a JSON value (for example to embed in an audit record).
     pub fn to_json(&self) -> Result<String, PolicyError> {
         serde_json::to_string(self).map_err(|e| PolicyError::Encode(e.to_string()))

@@ -6,11 +6,8 @@
 use std::process::ExitCode;
 
 use crate::entry::run_entrypoint;
-use crate::mcp::serve_mcp;
+use crate::mcp::{MCP_FLAG, serve_mcp};
 use crate::tools::PackageTool;
-
-/// The flag that starts the MCP server.
-pub const MCP_FLAG: &str = "--mcp";
 
 /// Runs the binary of the tool `T` with the process's command-line arguments: none for
 /// the entrypoint, [`MCP_FLAG`] for the MCP server, `--help` (or `-h`) for the usage on

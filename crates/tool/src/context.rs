@@ -1,13 +1,13 @@
 //! The runtime-context contract of a tool sandbox: every environment variable an
 //! entrypoint, the signer or the packaging command reads is named here once, with who
-//! sets it, whether it is required and what it holds. [`CONTEXT_VARS`] is the table the
+//! sets it, whether it is required and what it holds ([`crate::RuntimeContext`] reads
+//! them). [`CONTEXT_VARS`] is the table the
 //! README's entrypoint section shows (a test keeps the two equal).
 
 use evidence_connectors::{ClinicSecrets, ManusSecrets, WetechSecrets};
-use evidence_policy::RUNTIME_CONTEXT_ENV;
 
 /// The file holding the signed per-request policy envelope (set by the runtime, per call).
-pub const TRUSTED_CONTEXT_ENV: &str = RUNTIME_CONTEXT_ENV;
+pub const TRUSTED_CONTEXT_ENV: &str = "EVIDENCE_TRUSTED_CONTEXT";
 /// The policy verification keys, Ed25519 public keys only, `kid:base64publickey,...`
 /// (set by the runtime).
 pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
@@ -218,11 +218,6 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         "Ed25519 private key, base64 (or `--key`/`--key-file`)",
     ),
 ];
-
-/// The value of a variable, `None` when unset or not UTF-8.
-pub(crate) fn get(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
 
 #[cfg(test)]
 mod tests {

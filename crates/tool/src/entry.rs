@@ -11,8 +11,9 @@ use std::time::Instant;
 use crate::ToolError;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::output::write_outputs;
-use crate::process::{Served, unloaded};
 use crate::runtime::block_on_to_exit;
+use crate::runtime_context::RuntimeContext;
+use crate::sandbox::{Sandbox, unloaded};
 use crate::tools::PackageTool;
 
 /// Runs the entrypoint of the tool `T` in this process and returns its exit status:
@@ -24,11 +25,13 @@ pub fn run_entrypoint<T: PackageTool>() -> ExitCode {
 
 async fn entry<T: PackageTool>() -> Result<(), ToolError> {
     let started = Instant::now();
-    let (result, audit) = match Served::<T>::start() {
-        Ok(served) => served.answer(read_args).await?,
+    let context = RuntimeContext::from_env(T::TOOL);
+    let audit_log = context.audit_log().map(ToOwned::to_owned);
+    let (result, audit) = match Sandbox::<T>::start(context) {
+        Ok(sandbox) => sandbox.answer_with(read_args).await?,
         Err(failure) => unloaded(T::TOOL, &failure, started)?,
     };
-    write_outputs(&result, &audit)
+    write_outputs(&result, &audit, audit_log.as_deref())
 }
 
 fn read_args() -> Result<String, RuntimeFailure> {

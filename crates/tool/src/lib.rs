@@ -10,12 +10,14 @@ mod failure;
 mod mcp;
 mod output;
 mod plan;
-mod process;
 mod runtime;
+mod runtime_context;
+mod sandbox;
 mod stamp;
+mod tool_kind;
 mod tools;
 
-pub use binary::{MCP_FLAG, run_tool_binary};
+pub use binary::run_tool_binary;
 pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
 pub use context::{
     AUDIT_LOG_ENV, CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, CONTEXT_VARS, ContextVar,
@@ -28,12 +30,15 @@ pub use entry::run_entrypoint;
 pub use error::ToolError;
 pub use failure::{RuntimeFailure, RuntimeFailureKind};
 pub use mcp::{
-    PROCESS_BASICS, SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp,
+    MCP_FLAG, PROCESS_BASICS, SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp,
     server_variables, tool_listing,
 };
 pub use output::write_outputs;
 pub use plan::{plan_answered, plan_locked};
-pub use tools::{ClinicTool, ManusTool, PackageTool, Tool, Transport, WetechTool};
+pub use runtime_context::RuntimeContext;
+pub use sandbox::Sandbox;
+pub use tool_kind::Tool;
+pub use tools::{ClinicTool, ManusTool, PackageTool, Transport, WetechTool};
 
 /// Items that exist for tests. Not part of the stable interface: they may change or go
 /// away in any release.

@@ -1,19 +1,24 @@
 //! Output writing of an entrypoint: the one `ToolResult` JSON (`text` and `details`) on
-//! stdout and the one
-//! audit record appended to the audit log (`EVIDENCE_AUDIT_LOG`, stderr when unset).
+//! stdout and the one audit record appended to the audit log the runtime context names
+//! (`EVIDENCE_AUDIT_LOG`; stderr when unset).
 
 use std::io::Write as _;
+use std::path::Path;
 
 use evidence_package::AuditRecord;
 use evidence_result::ToolResult;
 
 use crate::ToolError;
-use crate::context::{AUDIT_LOG_ENV, get};
 
-/// Writes the audit record, then the result (`{"text": ..., "details": ...}`, one line). The audit record goes first so a result is
-/// never returned without its record.
-pub fn write_outputs(result: &ToolResult, audit: &AuditRecord) -> Result<(), ToolError> {
-    write_audit(audit)?;
+/// Writes the audit record (appended to `audit_log`, stderr when `None`), then the result
+/// (`{"text": ..., "details": ...}`, one line) on stdout. The audit record goes first so
+/// a result is never returned without its record.
+pub fn write_outputs(
+    result: &ToolResult,
+    audit: &AuditRecord,
+    audit_log: Option<&Path>,
+) -> Result<(), ToolError> {
+    write_audit(audit, audit_log)?;
     let json = result.to_json()?;
     let mut stdout = std::io::stdout().lock();
     stdout
@@ -23,14 +28,14 @@ pub fn write_outputs(result: &ToolResult, audit: &AuditRecord) -> Result<(), Too
         .map_err(|e| ToolError::io("write the result to", "stdout", e))
 }
 
-/// Appends the audit record to the audit log (`EVIDENCE_AUDIT_LOG`, stderr when unset).
-pub(crate) fn write_audit(audit: &AuditRecord) -> Result<(), ToolError> {
+/// Appends the audit record to `audit_log` (stderr when `None`).
+pub(crate) fn write_audit(audit: &AuditRecord, audit_log: Option<&Path>) -> Result<(), ToolError> {
     let line = audit.to_json_line()? + "\n";
-    match get(AUDIT_LOG_ENV) {
+    match audit_log {
         Some(path) => std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
+            .open(path)
             .and_then(|mut f| f.write_all(line.as_bytes()))
             .map_err(|e| ToolError::io("append the audit record to", path, e))?,
         None => std::io::stderr()

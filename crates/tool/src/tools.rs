@@ -8,60 +8,23 @@ use std::path::PathBuf;
 
 use evidence_connectors::{
     BrowserConfig, ClinicConfig, ClinicConnector, ClinicSecrets, Connector, ConnectorError,
-    HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, WebDriverEndpoint, WetechConfig,
-    WetechConnector, WetechSecrets,
+    HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, ReferenceKeyRing, WebDriverEndpoint,
+    WetechConfig, WetechConnector, WetechSecrets,
 };
 use evidence_package::Package;
 use evidence_policy::ManusTarget;
-use evidence_result::{PackageId, Provider};
 use url::Url;
+
+use secrecy::SecretString;
 
 use crate::context::{
     CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM,
     MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV, WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV,
-    WETECH_GRAFANA_URL_ENV, get,
+    WETECH_GRAFANA_URL_ENV,
 };
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
-
-/// One of the three tool entrypoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tool {
-    /// `clinic-tool`, package `managed_auto_oncall_clinic`.
-    Clinic,
-    /// `manus-tool`, package `managed_auto_oncall_manus`.
-    Manus,
-    /// `wetech-tool`, package `managed_auto_oncall_wetech`.
-    Wetech,
-}
-
-impl Tool {
-    /// The package identity the tool serves.
-    pub fn identity(self) -> PackageId {
-        match self {
-            Tool::Clinic => PackageId::clinic(),
-            Tool::Manus => PackageId::manus(),
-            Tool::Wetech => PackageId::wetech(),
-        }
-    }
-
-    /// The provider it talks to.
-    pub fn provider(self) -> Provider {
-        match self {
-            Tool::Clinic => Provider::Clinic,
-            Tool::Manus => Provider::Manus,
-            Tool::Wetech => Provider::Wetech,
-        }
-    }
-
-    /// The binary's name, which is also its entrypoint file name in a package.
-    pub fn binary_name(self) -> &'static str {
-        match self {
-            Tool::Clinic => "clinic-tool",
-            Tool::Manus => "manus-tool",
-            Tool::Wetech => "wetech-tool",
-        }
-    }
-}
+use crate::runtime_context::RuntimeContext;
+use crate::tool_kind::Tool;
 
 fn config_failure(detail: impl Into<String>) -> RuntimeFailure {
     RuntimeFailure::new(RuntimeFailureKind::ConfigInvalid, detail)
@@ -71,8 +34,30 @@ fn secret_failure(detail: impl Into<String>) -> RuntimeFailure {
     RuntimeFailure::new(RuntimeFailureKind::SecretNotBound, detail)
 }
 
-fn required(name: &str) -> Result<String, RuntimeFailure> {
-    get(name).ok_or_else(|| config_failure(format!("{name} is not set")))
+/// A configuration variable the tool needs.
+fn required<'c>(context: &'c RuntimeContext, name: &str) -> Result<&'c str, RuntimeFailure> {
+    let kind = RuntimeFailureKind::ConfigInvalid;
+    context
+        .config(name)
+        .require(name, kind, kind)
+        .map(String::as_str)
+}
+
+/// A configuration variable the tool can do without.
+fn optional<'c>(
+    context: &'c RuntimeContext,
+    name: &str,
+) -> Result<Option<&'c str>, RuntimeFailure> {
+    Ok(context
+        .config(name)
+        .optional(name, RuntimeFailureKind::ConfigInvalid)?
+        .map(String::as_str))
+}
+
+/// A secret the package's auth binding injects.
+fn secret(context: &RuntimeContext, name: &str) -> Result<SecretString, RuntimeFailure> {
+    let kind = RuntimeFailureKind::SecretNotBound;
+    context.secret(name).require(name, kind, kind).cloned()
 }
 
 fn url_of(name: &str, value: &str) -> Result<Url, RuntimeFailure> {
@@ -108,7 +93,7 @@ impl<C: Connector> std::fmt::Debug for Transport<C> {
 }
 
 /// The tool of one package: which [`Tool`] it is and how it builds its [`Transport`]
-/// from the deployment configuration and secrets in the environment. A tool binary
+/// from the deployment configuration and secrets of a [`RuntimeContext`]. A tool binary
 /// names one of [`ClinicTool`], [`ManusTool`] and [`WetechTool`]
 /// (`run_tool_binary::<ClinicTool>()`), so it holds only that connector's code.
 pub trait PackageTool: Send + Sync + 'static {
@@ -117,8 +102,11 @@ pub trait PackageTool: Send + Sync + 'static {
     /// Its connector.
     type Connector: Connector + 'static;
 
-    /// Builds the transport for `package` from the process's environment.
-    fn transport(package: &Package) -> Result<Transport<Self::Connector>, RuntimeFailure>;
+    /// Builds the transport for `package` from the runtime context.
+    fn transport(
+        package: &Package,
+        context: &RuntimeContext,
+    ) -> Result<Transport<Self::Connector>, RuntimeFailure>;
 }
 
 /// `clinic-tool`: the Clinic connector over HTTP.
@@ -137,14 +125,16 @@ impl PackageTool for ClinicTool {
     const TOOL: Tool = Tool::Clinic;
     type Connector = ClinicConnector;
 
-    fn transport(package: &Package) -> Result<Transport<ClinicConnector>, RuntimeFailure> {
-        let base = url_of(CLINIC_BASE_URL_ENV, &required(CLINIC_BASE_URL_ENV)?)?;
+    fn transport(
+        package: &Package,
+        context: &RuntimeContext,
+    ) -> Result<Transport<ClinicConnector>, RuntimeFailure> {
+        let base = url_of(CLINIC_BASE_URL_ENV, required(context, CLINIC_BASE_URL_ENV)?)?;
         let mut config = ClinicConfig::new(base, allowlist(package)?);
-        if let Some(template) = get(CLINIC_QUERY_PATH_TEMPLATE_ENV) {
+        if let Some(template) = optional(context, CLINIC_QUERY_PATH_TEMPLATE_ENV)? {
             config = config.with_query_path_template(template);
         }
-        let secrets = ClinicSecrets::from_env()
-            .ok_or_else(|| secret_failure(format!("{} is not set", ClinicSecrets::TOKEN_ENV)))?;
+        let secrets = ClinicSecrets::new(secret(context, ClinicSecrets::TOKEN_ENV)?);
         Ok(Transport {
             connector: http(ClinicConnector::new())?,
             config,
@@ -157,17 +147,27 @@ impl PackageTool for ManusTool {
     const TOOL: Tool = Tool::Manus;
     type Connector = ManusConnector;
 
-    fn transport(package: &Package) -> Result<Transport<ManusConnector>, RuntimeFailure> {
+    fn transport(
+        package: &Package,
+        context: &RuntimeContext,
+    ) -> Result<Transport<ManusConnector>, RuntimeFailure> {
         let mut config = ManusConfig::new(allowlist(package)?);
         for (target, name) in [
             (ManusTarget::Vida, MANUS_VIDA_URL_ENV),
             (ManusTarget::Monica, MANUS_MONICA_URL_ENV),
         ] {
-            if let Some(value) = get(name) {
-                config = config.with_target(target, url_of(name, &value)?);
+            if let Some(value) = optional(context, name)? {
+                config = config.with_target(target, url_of(name, value)?);
             }
         }
-        let secrets = ManusSecrets::from_env().map_err(|e| secret_failure(e.to_string()))?;
+        let keys =
+            ReferenceKeyRing::parse_secret(&secret(context, ManusSecrets::REFERENCE_KEYS_ENV)?)
+                .map_err(|e| secret_failure(e.to_string()))?;
+        let secrets = ManusSecrets::new(
+            secret(context, ManusSecrets::USERNAME_ENV)?,
+            secret(context, ManusSecrets::PASSWORD_ENV)?,
+            keys,
+        );
         Ok(Transport {
             connector: http(ManusConnector::new())?,
             config,
@@ -180,11 +180,17 @@ impl PackageTool for WetechTool {
     const TOOL: Tool = Tool::Wetech;
     type Connector = WetechConnector;
 
-    fn transport(package: &Package) -> Result<Transport<WetechConnector>, RuntimeFailure> {
-        let grafana = url_of(WETECH_GRAFANA_URL_ENV, &required(WETECH_GRAFANA_URL_ENV)?)?;
-        let chromium = get(WETECH_CHROMIUM_ENV).unwrap_or_else(|| DEFAULT_CHROMIUM.to_owned());
+    fn transport(
+        package: &Package,
+        context: &RuntimeContext,
+    ) -> Result<Transport<WetechConnector>, RuntimeFailure> {
+        let grafana = url_of(
+            WETECH_GRAFANA_URL_ENV,
+            required(context, WETECH_GRAFANA_URL_ENV)?,
+        )?;
+        let chromium = optional(context, WETECH_CHROMIUM_ENV)?.unwrap_or(DEFAULT_CHROMIUM);
         let chromedriver =
-            get(WETECH_CHROMEDRIVER_ENV).unwrap_or_else(|| DEFAULT_CHROMEDRIVER.to_owned());
+            optional(context, WETECH_CHROMEDRIVER_ENV)?.unwrap_or(DEFAULT_CHROMEDRIVER);
         let browser = BrowserConfig::new(
             chromium,
             WebDriverEndpoint::Spawn {
@@ -192,9 +198,7 @@ impl PackageTool for WetechTool {
             },
         );
         let config = WetechConfig::new(grafana, allowlist(package)?, browser);
-        let secrets = WetechSecrets::from_env().ok_or_else(|| {
-            secret_failure(format!("{} is not set", WetechSecrets::STORAGE_STATE_ENV))
-        })?;
+        let secrets = WetechSecrets::new(secret(context, WetechSecrets::STORAGE_STATE_ENV)?);
         Ok(Transport {
             connector: WetechConnector::new(),
             config,

@@ -567,7 +567,7 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
     let args = json!({"queries": [{"queryId": "q", "expr": "up"}]});
 
     for version in ["2025-06-18", "2025-11-25"] {
-        let mut wire = Wire::start(&bin);
+        let mut wire = Wire::start_clinic(&bin);
         let init = wire.request(
             1,
             "initialize",
@@ -580,7 +580,7 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
             "managed_auto_oncall_clinic"
         );
         wire.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        // No runtime context at all: every call is a failure result, and the next one is
+        // No envelope for any call: every call is a failure result, and the next one is
         // answered by the same process.
         for id in 2..5 {
             let call = wire.request(
@@ -593,12 +593,12 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
             assert_eq!(result["isError"], true);
             let mcp: McpCallToolResult = serde_json::from_value(result.clone()).unwrap();
             let managed = ToolResult::from_mcp(&mcp).unwrap();
-            assert_eq!(failure_of(&managed).0, "secret_not_bound");
+            assert_eq!(failure_of(&managed).0, "runtime_context_missing");
         }
     }
 
     // 2026-07-28: no handshake, the lifecycle in each request's `_meta`.
-    let mut wire = Wire::start(&bin);
+    let mut wire = Wire::start_clinic(&bin);
     let discover = wire.request(1, "server/discover", json!({"_meta": modern_meta()}));
     let supported = &discover["result"]["supportedVersions"];
     assert_eq!(
@@ -620,7 +620,7 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
 
     // A version the server does not speak: `initialize` falls back to the newest one it
     // does, a per-request version is refused, and the server stays up.
-    let mut wire = Wire::start(&bin);
+    let mut wire = Wire::start_clinic(&bin);
     let init = wire.request(
         1,
         "initialize",
@@ -628,7 +628,7 @@ fn on_the_wire_result_type_is_sent_exactly_where_the_version_requires_it() {
                "clientInfo": {"name": "wire-test", "version": "1"}}),
     );
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-    let mut wire = Wire::start(&bin);
+    let mut wire = Wire::start_clinic(&bin);
     let mut old = modern_meta();
     old["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
     let refused = wire.request(1, "tools/list", json!({"_meta": old}));
@@ -791,7 +791,7 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
             "EVIDENCE_TRUSTED_CONTEXT",
             "/run/clinic/envelope.json".to_owned(),
         ),
-        ("EVIDENCE_POLICY_KEYS", "k1:AAAA".to_owned()),
+        ("EVIDENCE_POLICY_KEYS", policy_keys()),
         ("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()),
         ("CLINIC_API_TOKEN", "own-clinic-token-0001".to_owned()),
         ("HOME", "/tmp".to_owned()),

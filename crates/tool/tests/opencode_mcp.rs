@@ -30,8 +30,9 @@ fn skills() -> SkillsTree {
 }
 
 /// The lines of `opencode mcp list` without terminal colours, one per server:
-/// `(name, status)`, e.g. `("managed_auto_oncall_clinic", "connected")`.
-fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> Vec<(String, String)> {
+/// `(name, status)`, e.g. `("managed_auto_oncall_clinic", "connected")`, and the whole
+/// plain output (a failed server's error is on the line below its status).
+fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> (Vec<(String, String)>, String) {
     let out = cli.run(ws, &["mcp", "list"]).unwrap();
     assert!(out.success, "opencode mcp list failed: {}", out.stderr);
     // OpenCode's MCP client compiles each tool's schemas (AJV, strict about formats):
@@ -40,7 +41,7 @@ fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> Vec<(String, String)> {
         assert!(!text.contains("unknown format"), "{text}");
     }
     let plain = regex_free_strip(&out.stdout);
-    plain
+    let listed = plain
         .lines()
         .filter_map(|line| {
             let rest = line.trim_start_matches(['●', '│', ' ']);
@@ -51,7 +52,8 @@ fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> Vec<(String, String)> {
                 words.collect::<Vec<_>>().join(" "),
             ))
         })
-        .collect()
+        .collect();
+    (listed, plain)
 }
 
 /// `text` without ANSI escape sequences (`ESC [ ... letter`).
@@ -100,18 +102,21 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         .unwrap();
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).unwrap();
-        environs.push(recorded);
-        let server = McpServer::new(identity, recorder.display().to_string())
+        environs.push((identity, recorded));
+        let mut server = McpServer::new(identity, recorder.display().to_string())
             .unwrap()
-            .arg(evidence_tool::MCP_FLAG)
-            .env(
-                "EVIDENCE_AUDIT_LOG",
-                packages
-                    .path()
-                    .join(format!("{identity}.audit.jsonl"))
-                    .display()
-                    .to_string(),
-            );
+            .arg(evidence_tool::MCP_FLAG);
+        for (name, value) in ready_env(identity) {
+            server = server.env(name, value);
+        }
+        let server = server.env(
+            "EVIDENCE_AUDIT_LOG",
+            packages
+                .path()
+                .join(format!("{identity}.audit.jsonl"))
+                .display()
+                .to_string(),
+        );
         // The name the server lists its tool under (the code `--mcp` answers
         // `tools/list` with), as OpenCode prefixes it.
         let listed = evidence_tool::tool_listing(&Package::load(&dir).unwrap()).unwrap();
@@ -119,13 +124,31 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         tools.push(server.tool_name(&listed.name));
         options = options.with_mcp_server(server);
     }
-    // A server that cannot serve: the built binary outside any package folder refuses
-    // to start, and OpenCode says so.
+    // Servers that cannot serve refuse to start, and OpenCode shows why: the built
+    // binary outside any package folder, and a packaged one without verification keys.
     options = options.with_mcp_server(
         McpServer::new("managed_auto_oncall_unpackaged", CLINIC_TOOL)
             .unwrap()
             .arg(evidence_tool::MCP_FLAG),
     );
+    let (keyless, _) = deploy(
+        &packages.path().join("keyless"),
+        "managed_auto_oncall_clinic",
+        "v3",
+        CLINIC_TOOL,
+    );
+    let mut server = McpServer::new(
+        "managed_auto_oncall_keyless",
+        entrypoint(&keyless).display().to_string(),
+    )
+    .unwrap()
+    .arg(evidence_tool::MCP_FLAG);
+    for (name, value) in ready_env("managed_auto_oncall_clinic") {
+        if name != "EVIDENCE_POLICY_KEYS" {
+            server = server.env(name, value);
+        }
+    }
+    options = options.with_mcp_server(server);
     let skills = skills();
     Generator::new(&SkillCatalog::investibook().unwrap(), &skills, options)
         .unwrap()
@@ -134,9 +157,11 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
     // OpenCode starts every local server with its own whole environment: the other
     // packages' secrets it holds reach each server process (which then serves with only
     // its own variables, see `tests/mcp.rs`).
-    let cli = opencode(home.path()).env("MANUS_PASSWORD", "held-by-opencode-0001");
+    let cli = opencode(home.path())
+        .env("MANUS_PASSWORD", "held-by-opencode-0001")
+        .env("CLINIC_API_TOKEN", "held-by-opencode-0002");
 
-    let listed = mcp_list(&cli, ws.path());
+    let (listed, plain) = mcp_list(&cli, ws.path());
     let status = |name: &str| {
         listed
             .iter()
@@ -151,18 +176,36 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
     ] {
         assert!(status(identity).starts_with("connected"), "{listed:?}");
     }
-    assert!(
-        !status("managed_auto_oncall_unpackaged").starts_with("connected"),
-        "{listed:?}"
-    );
+    for (name, why) in [
+        (
+            "managed_auto_oncall_unpackaged",
+            "clinic-tool --mcp cannot serve any call: package_load_failed",
+        ),
+        (
+            "managed_auto_oncall_keyless",
+            "clinic-tool --mcp cannot serve any call: runtime_context_missing: \
+             EVIDENCE_POLICY_KEYS (the verification keys) is not set",
+        ),
+    ] {
+        assert!(status(name).starts_with("failed"), "{listed:?}");
+        let shown = plain
+            .lines()
+            .skip_while(|l| !l.contains(name))
+            .nth(1)
+            .unwrap_or_default();
+        assert!(shown.contains(why), "{name}: {shown}");
+    }
 
-    for environ in &environs {
+    // Each server was started holding another package's secret (its own variables
+    // come from its registration and win over OpenCode's).
+    for (identity, environ) in &environs {
+        let foreign = if *identity == "managed_auto_oncall_manus" {
+            "CLINIC_API_TOKEN=held-by-opencode-0002"
+        } else {
+            "MANUS_PASSWORD=held-by-opencode-0001"
+        };
         let environ = std::fs::read_to_string(environ).unwrap();
-        assert!(
-            environ
-                .lines()
-                .any(|l| l == "MANUS_PASSWORD=held-by-opencode-0001")
-        );
+        assert!(environ.lines().any(|l| l == foreign), "{identity}");
     }
 
     // OpenCode's own merged permission rules: the evidence agent may call each tool,

@@ -45,13 +45,6 @@ impl WetechSecrets {
         WetechSecrets { storage_state }
     }
 
-    /// Reads the storage state from [`WetechSecrets::STORAGE_STATE_ENV`].
-    pub fn from_env() -> Option<Self> {
-        std::env::var(Self::STORAGE_STATE_ENV)
-            .ok()
-            .map(|v| WetechSecrets::new(SecretString::from(v)))
-    }
-
     /// The storage state.
     pub fn storage_state(&self) -> &SecretString {
         &self.storage_state
@@ -184,14 +177,17 @@ fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
             format!("the browser storage state cannot be used: {detail}"),
         ))
     };
-    let state = StorageState::parse(&secrets.storage_state).map_err(invalid)?;
-    // The values the output guard protects in the state, so that redaction and the
-    // guard follow one rule.
-    let values = evidence_package::storage_state_values(
+    // One parse into the package's model: the browser's cookies and the values the
+    // output guard protects come from it, so redaction and the guard follow one rule.
+    let stored = evidence_package::storage_state::StorageState::parse(
         WetechSecrets::STORAGE_STATE,
         &secrets.storage_state,
     )
     .map_err(|e| invalid(e.to_string()))?;
+    let state = StorageState::from_stored(&stored).map_err(invalid)?;
+    let values = stored
+        .protected_values(WetechSecrets::STORAGE_STATE)
+        .map_err(|e| invalid(e.to_string()))?;
     let redactor = Redactor::new(values);
     let mapper = ResponseMapper::new(Provider::Wetech, redactor);
     Ok(Prepared { state, mapper })

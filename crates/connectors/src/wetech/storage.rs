@@ -5,11 +5,13 @@ use std::fmt;
 
 use cookie::SameSite;
 use cookie::time::OffsetDateTime;
+use evidence_package::storage_state::StorageState as StoredState;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 use url::Url;
 
-/// A parsed browser storage state. Values stay secret: `Debug` shows names only.
+/// A browser storage state ready for a browser: the package's one model
+/// ([`evidence_package::storage_state::StorageState`]) with each cookie's attributes
+/// checked and normalized. Values stay secret: `Debug` shows counts only.
 pub struct StorageState {
     cookies: Vec<StoredCookie>,
     origins: Vec<StoredOrigin>,
@@ -17,15 +19,10 @@ pub struct StorageState {
 
 impl fmt::Debug for StorageState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Counts only: the names are in the package model's `Debug`, values nowhere.
         f.debug_struct("StorageState")
-            .field(
-                "cookies",
-                &self.cookies.iter().map(|c| &c.name).collect::<Vec<_>>(),
-            )
-            .field(
-                "origins",
-                &self.origins.iter().map(|o| &o.origin).collect::<Vec<_>>(),
-            )
+            .field("cookies", &self.cookies.len())
+            .field("origins", &self.origins.len())
             .finish()
     }
 }
@@ -51,65 +48,24 @@ pub(crate) struct StoredOrigin {
     entries: Vec<(String, SecretString)>,
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    cookies: Vec<CookieWire>,
-    #[serde(default)]
-    origins: Vec<OriginWire>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CookieWire {
-    name: String,
-    value: SecretString,
-    domain: String,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    expires: Option<f64>,
-    #[serde(default)]
-    http_only: bool,
-    #[serde(default)]
-    secure: bool,
-    #[serde(default)]
-    same_site: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct OriginWire {
-    origin: String,
-    #[serde(rename = "localStorage", default)]
-    local_storage: Vec<EntryWire>,
-}
-
-#[derive(Deserialize)]
-struct EntryWire {
-    name: String,
-    value: SecretString,
-}
-
 impl StorageState {
-    /// Parses a Playwright `storageState` JSON document: `cookies` (`name`, `value`,
-    /// `domain`, `path`, `expires` in Unix seconds or `-1`, `httpOnly`, `secure`,
-    /// `sameSite` of `Strict`, `Lax` or `None`) and `origins` (`origin`,
-    /// `localStorage` of `name`/`value`).
+    /// Parses a Playwright `storageState` JSON document into the package's model and
+    /// checks what a browser needs: every cookie has a domain, a `sameSite` of `Strict`,
+    /// `Lax` or `None` (missing is `Lax`, Chromium's own default; it never becomes
+    /// `None`) and a finite expiry (Unix seconds, `-1` for a session cookie).
     ///
-    /// A cookie without `sameSite` gets `Lax`, Chromium's own default; it never becomes
-    /// `None`. The error names the offending cookie or origin, never a value.
+    /// The error names the offending cookie or a position, never a value.
     pub fn parse(json: &SecretString) -> Result<Self, String> {
-        let wire: Wire = serde_json::from_str(json.expose_secret()).map_err(|e| {
-            // serde's message may quote input; keep only its position.
-            format!(
-                "the storage state is not Playwright storageState JSON (line {}, column {})",
-                e.line(),
-                e.column()
-            )
-        })?;
-        let mut cookies = Vec::with_capacity(wire.cookies.len());
-        for c in wire.cookies {
-            let same_site = match c.same_site.as_deref() {
+        let stored = StoredState::parse("storage state", json)
+            .map_err(|_| "the storage state is not Playwright storageState JSON".to_owned())?;
+        Self::from_stored(&stored)
+    }
+
+    /// The browser's view of a parsed state (see [`StorageState::parse`]).
+    pub fn from_stored(stored: &StoredState) -> Result<Self, String> {
+        let mut cookies = Vec::with_capacity(stored.cookies().len());
+        for c in stored.cookies() {
+            let same_site = match c.same_site() {
                 None => SameSite::Lax,
                 Some(s) if s.eq_ignore_ascii_case("lax") => SameSite::Lax,
                 Some(s) if s.eq_ignore_ascii_case("strict") => SameSite::Strict,
@@ -117,44 +73,44 @@ impl StorageState {
                 Some(other) => {
                     return Err(format!(
                         "cookie `{}` has sameSite {other:?}; expected Strict, Lax or None",
-                        c.name
+                        c.name()
                     ));
                 }
             };
-            let domain = c.domain.trim().to_ascii_lowercase();
+            let domain = c.domain().unwrap_or_default().trim().to_ascii_lowercase();
             if domain.trim_start_matches('.').is_empty() {
-                return Err(format!("cookie `{}` has no domain", c.name));
+                return Err(format!("cookie `{}` has no domain", c.name()));
             }
-            let expires = match c.expires {
+            let expires = match c.expires() {
                 None => None,
                 Some(e) if e.is_finite() && e >= 0.0 => Some(e.floor() as i64),
                 // Playwright writes -1 for a session cookie.
                 Some(e) if e.is_finite() && e < 0.0 => None,
-                Some(_) => return Err(format!("cookie `{}` has an invalid expiry", c.name)),
+                Some(_) => return Err(format!("cookie `{}` has an invalid expiry", c.name())),
             };
             cookies.push(StoredCookie {
-                name: c.name,
-                value: c.value,
+                name: c.name().to_owned(),
+                value: c.value().clone(),
                 domain,
                 path: c
-                    .path
+                    .path()
                     .filter(|p| p.starts_with('/'))
-                    .unwrap_or_else(|| "/".into()),
+                    .unwrap_or("/")
+                    .to_owned(),
                 expires,
-                http_only: c.http_only,
-                secure: c.secure,
+                http_only: c.http_only(),
+                secure: c.secure(),
                 same_site,
             });
         }
-        let origins = wire
-            .origins
-            .into_iter()
+        let origins = stored
+            .origins()
+            .iter()
             .map(|o| StoredOrigin {
-                origin: o.origin.trim_end_matches('/').to_owned(),
+                origin: o.origin().trim_end_matches('/').to_owned(),
                 entries: o
-                    .local_storage
-                    .into_iter()
-                    .map(|e| (e.name, e.value))
+                    .entries()
+                    .map(|(k, v)| (k.to_owned(), v.clone()))
                     .collect(),
             })
             .collect();
@@ -374,8 +330,11 @@ mod tests {
             ("grafana.navigation.docked".to_owned(), "true".to_owned())
         );
         let redactor = crate::prometheus::Redactor::new(
-            evidence_package::storage_state_values("s", &SecretString::from(json.to_string()))
-                .unwrap(),
+            evidence_package::storage_state::storage_state_values(
+                "s",
+                &SecretString::from(json.to_string()),
+            )
+            .unwrap(),
         );
         let text = "1:10: parse error: unexpected end of input when true was expected";
         assert_eq!(redactor.redact(text), text);

@@ -11,9 +11,12 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 
 use crate::ToolError;
-use crate::binary::MCP_FLAG;
 use crate::context::{CONTEXT_VARS, ReadBy};
-use crate::tools::Tool;
+use crate::tool_kind::Tool;
+
+/// The flag that starts a tool binary as its package's MCP server (the server
+/// re-executes itself with it).
+pub const MCP_FLAG: &str = "--mcp";
 
 /// Variables of the process itself a server keeps besides its package's own: search
 /// path, home, temporary folder, locale, time zone and the TLS trust store location.
@@ -28,20 +31,12 @@ pub const PROCESS_BASICS: [&str; 8] = [
     "SSL_CERT_DIR",
 ];
 
-fn read_by(tool: Tool) -> ReadBy {
-    match tool {
-        Tool::Clinic => ReadBy::Clinic,
-        Tool::Manus => ReadBy::Manus,
-        Tool::Wetech => ReadBy::Wetech,
-    }
-}
-
 /// The variables the MCP server of `tool` serves with when they are set: those of
 /// [`CONTEXT_VARS`] read by every tool or by this one, and [`PROCESS_BASICS`].
 pub fn server_variables(tool: Tool) -> Vec<&'static str> {
     CONTEXT_VARS
         .iter()
-        .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == read_by(tool))
+        .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader())
         .map(|v| v.name)
         .chain(PROCESS_BASICS)
         .collect()
@@ -80,7 +75,7 @@ mod tests {
         for tool in [Tool::Clinic, Tool::Manus, Tool::Wetech] {
             let kept = server_variables(tool);
             for var in CONTEXT_VARS {
-                let own = var.read_by == ReadBy::AllTools || var.read_by == read_by(tool);
+                let own = var.read_by == ReadBy::AllTools || var.read_by == tool.reader();
                 assert_eq!(kept.contains(&var.name), own, "{tool:?} {}", var.name);
                 if var.set_by == SetBy::Signer {
                     assert!(!kept.contains(&var.name), "{}", var.name);

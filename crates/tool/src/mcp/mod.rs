@@ -18,6 +18,6 @@ mod inflight;
 mod listing;
 mod server;
 
-pub use environment::{PROCESS_BASICS, server_variables};
+pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
 pub use server::serve_mcp;

@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use evidence_result::ToolResult;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
@@ -26,19 +27,21 @@ use tokio_util::task::TaskTracker;
 
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
+use crate::failure::RuntimeFailure;
 use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::inflight::InFlight;
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
-use crate::process::Served;
 use crate::runtime::block_on_to_exit;
+use crate::runtime_context::RuntimeContext;
+use crate::sandbox::Sandbox;
 use crate::tools::PackageTool;
 
 /// The server of one tool: the package and runtime context it read at start, its
 /// listing (from that package's manifest) and the permits bounding concurrent calls.
 #[derive(Debug)]
 struct PackageServer<T: PackageTool> {
-    served: Arc<Served<T>>,
+    served: Arc<Sandbox<T>>,
     listing: McpTool,
     permits: Arc<Semaphore>,
     calls: TaskTracker,
@@ -69,7 +72,20 @@ pub fn serve_mcp<T: PackageTool>() -> ExitCode {
 }
 
 async fn serve<T: PackageTool>() -> Result<(), ToolError> {
-    let served = Served::<T>::start().map_err(|failure| ToolError::Mcp(failure.to_string()))?;
+    // What would fail every call is known now (its package does not load, or a part of
+    // its runtime context is missing or invalid): the server does not start, and says
+    // why to the client (which shows the error of its `initialize` request) and on
+    // stderr.
+    let started = Sandbox::<T>::start(RuntimeContext::from_env(T::TOOL));
+    if let Err(failure) = started
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|s| s.readiness())
+    {
+        refuse_session(T::TOOL.binary_name(), &failure).await;
+        return Err(ToolError::Mcp(format!("not started: {failure}")));
+    }
+    let served = started.map_err(|failure| ToolError::Mcp(failure.to_string()))?;
     let package = served.package();
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
@@ -104,10 +120,37 @@ async fn serve<T: PackageTool>() -> Result<(), ToolError> {
         ended = session => ended,
         () = stop.received() => {
             for record in inflight.cancel_all(served.package()) {
-                write_audit(&record)?;
+                write_audit(&record, served.context().audit_log())?;
             }
             Ok(())
         }
+    }
+}
+
+/// Answers the client's `initialize` with an error that names `failure`, so the client
+/// shows why the server did not start; the session then ends.
+async fn refuse_session(name: &str, failure: &RuntimeFailure) {
+    let refusal = Refusal {
+        message: format!("{name} --mcp cannot serve any call: {failure}"),
+    };
+    if let Ok(running) = refusal.serve(rmcp::transport::stdio()).await {
+        let _ended = running.waiting().await;
+    }
+}
+
+/// A server that refuses every session at `initialize`.
+#[derive(Debug, Clone)]
+struct Refusal {
+    message: String,
+}
+
+impl ServerHandler for Refusal {
+    async fn initialize(
+        &self,
+        _request: InitializeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        Err(ErrorData::internal_error(self.message.clone(), None))
     }
 }
 
@@ -200,7 +243,7 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
                     .acquire_owned()
                     .await
                     .map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
-                served.answer(move || Ok(args)).await
+                served.answer(&args).await
             }
             .await;
             // A result is never returned without its record; a call the stop already
@@ -208,7 +251,7 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
             let own_record = inflight.leave(key);
             let (result, audit) = answered?;
             if own_record {
-                write_audit(&audit)?;
+                write_audit(&audit, served.context().audit_log())?;
             }
             Ok::<_, ToolError>(result)
         });

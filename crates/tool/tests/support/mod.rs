@@ -233,3 +233,48 @@ pub fn audit_records(audit: &Path) -> Vec<Value> {
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
+
+/// A complete runtime context for the server of `identity` that reaches no provider:
+/// valid verification keys, the envelope named at a path that does not exist (so each
+/// call answers `runtime_context_missing`, nothing sent), its secrets and its
+/// configuration pointing at a closed loopback port. A server started with less refuses
+/// to start.
+pub fn ready_env(identity: &str) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        (
+            "EVIDENCE_TRUSTED_CONTEXT",
+            "/nonexistent/evidence/envelope.json".to_owned(),
+        ),
+        ("EVIDENCE_POLICY_KEYS", policy_keys()),
+    ];
+    match identity {
+        "managed_auto_oncall_clinic" => {
+            env.push(("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()));
+            env.push(("CLINIC_API_TOKEN", "ready-clinic-token-0001".to_owned()));
+        }
+        "managed_auto_oncall_manus" => {
+            env.push(("MANUS_VIDA_URL", "http://127.0.0.1:9".to_owned()));
+            env.push(("MANUS_USERNAME", "ready-manus-user-0001".to_owned()));
+            env.push(("MANUS_PASSWORD", "ready-manus-password-0001".to_owned()));
+            env.push((
+                "MANUS_REF_KEYS",
+                format!(
+                    "k1:{}",
+                    base64::engine::general_purpose::STANDARD.encode([7u8; 32])
+                ),
+            ));
+        }
+        "managed_auto_oncall_wetech" => {
+            env.push(("WETECH_GRAFANA_URL", "http://127.0.0.1:9".to_owned()));
+            env.push((
+                "WETECH_STORAGE_STATE",
+                json!({"cookies": [{"name": "grafana_session",
+                    "value": "0123456789abcdef0123456789abcdef", "domain": "127.0.0.1",
+                    "path": "/", "httpOnly": true}], "origins": []})
+                .to_string(),
+            ));
+        }
+        other => panic!("no ready context for {other}"),
+    }
+    env
+}

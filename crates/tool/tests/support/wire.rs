@@ -16,8 +16,10 @@ pub struct Wire {
 }
 
 impl Wire {
-    pub fn start(bin: &Path) -> Self {
-        Self::start_with(bin, &[])
+    /// The Clinic server `bin` with a complete runtime context that reaches no provider
+    /// ([`super::ready_env`]).
+    pub fn start_clinic(bin: &Path) -> Self {
+        Self::start_with(bin, &super::ready_env("managed_auto_oncall_clinic"))
     }
 
     pub fn start_with(bin: &Path, env: &[(&'static str, String)]) -> Self {

@@ -1,0 +1,410 @@
+//! The runtime context of a tool sandbox, read in one place: the trusted policy
+//! envelope (or where it is), the verification keys, the secrets the auth binding
+//! injected, the deployment configuration and the audit log. A process reads its
+//! environment into a [`RuntimeContext`] once ([`RuntimeContext::from_env`]); an embedder
+//! builds the same value in memory, without environment variables, and gets the same
+//! calls. One rule decides what is missing and what is invalid, for every part: unset or
+//! empty is missing; present but unreadable (not UTF-8, not an absolute path, a key ring
+//! that does not parse) is invalid.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use evidence_policy::{KeyRing, MAX_ENVELOPE_BYTES, SignedPolicy};
+use secrecy::SecretString;
+
+use crate::context::{
+    AUDIT_LOG_ENV, CONTEXT_VARS, POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SetBy,
+    TRUSTED_CONTEXT_ENV,
+};
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::tool_kind::Tool;
+
+/// One part of the runtime context as it was supplied.
+#[derive(Debug, Clone)]
+pub(crate) enum Supplied<T> {
+    /// Unset or empty.
+    Missing,
+    /// Present but unreadable; the reason never holds a secret value.
+    Invalid(String),
+    /// Present and readable.
+    Given(T),
+}
+
+impl<T> Supplied<T> {
+    /// Applies the one rule to a raw value: unset or empty is missing, not UTF-8 is
+    /// invalid.
+    fn from_raw(raw: Option<OsString>) -> Supplied<String> {
+        match raw {
+            None => Supplied::Missing,
+            Some(raw) if raw.is_empty() => Supplied::Missing,
+            Some(raw) => match raw.into_string() {
+                Ok(text) => Supplied::Given(text),
+                Err(_) => Supplied::Invalid("it is not UTF-8 text".to_owned()),
+            },
+        }
+    }
+
+    fn and_then<U>(self, read: impl FnOnce(T) -> Result<U, String>) -> Supplied<U> {
+        match self {
+            Supplied::Missing => Supplied::Missing,
+            Supplied::Invalid(why) => Supplied::Invalid(why),
+            Supplied::Given(value) => match read(value) {
+                Ok(value) => Supplied::Given(value),
+                Err(why) => Supplied::Invalid(why),
+            },
+        }
+    }
+
+    /// The value, or the failure of `kind_missing` / `kind_invalid` naming `what`.
+    pub(crate) fn require(
+        &self,
+        what: &str,
+        kind_missing: RuntimeFailureKind,
+        kind_invalid: RuntimeFailureKind,
+    ) -> Result<&T, RuntimeFailure> {
+        match self {
+            Supplied::Given(value) => Ok(value),
+            Supplied::Missing => Err(RuntimeFailure::new(
+                kind_missing,
+                format!("{what} is not set"),
+            )),
+            Supplied::Invalid(why) => Err(RuntimeFailure::new(
+                kind_invalid,
+                format!("{what} cannot be read: {why}"),
+            )),
+        }
+    }
+
+    /// `None` when missing, the value when given, the failure of `kind` when invalid.
+    pub(crate) fn optional(
+        &self,
+        what: &str,
+        kind: RuntimeFailureKind,
+    ) -> Result<Option<&T>, RuntimeFailure> {
+        match self {
+            Supplied::Missing => Ok(None),
+            other => other.require(what, kind, kind).map(Some),
+        }
+    }
+}
+
+/// Where the trusted policy envelope of a call comes from.
+#[derive(Debug, Clone)]
+enum EnvelopeSource {
+    /// A file the runtime rewrites for each request: read at each call.
+    File(PathBuf),
+    /// An envelope held in memory.
+    Held(SignedPolicy),
+}
+
+/// Everything a tool sandbox reads besides the model's arguments (see the module
+/// documentation). Built from the process environment with [`RuntimeContext::from_env`]
+/// or in memory with [`RuntimeContext::new`] and the `with_*` methods; either way a
+/// part that is missing or invalid answers each call with its failure result.
+///
+/// Secrets and configuration are held under the names of the variables that carry them
+/// in a sandbox ([`crate::CONTEXT_VARS`]); `Debug` never shows a secret.
+#[derive(Clone)]
+pub struct RuntimeContext {
+    envelope: Supplied<EnvelopeSource>,
+    keys: Supplied<KeyRing>,
+    signing_key_present: bool,
+    secrets: BTreeMap<String, Supplied<SecretString>>,
+    config: BTreeMap<String, Supplied<String>>,
+    audit_log: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for RuntimeContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeContext")
+            .field("envelope", &self.envelope)
+            .field("keys", &matches!(self.keys, Supplied::Given(_)))
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("config", &self.config)
+            .field("audit_log", &self.audit_log)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RuntimeContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RuntimeContext {
+    /// An empty context: every part missing, the audit record on stderr.
+    pub fn new() -> Self {
+        RuntimeContext {
+            envelope: Supplied::Missing,
+            keys: Supplied::Missing,
+            signing_key_present: false,
+            secrets: BTreeMap::new(),
+            config: BTreeMap::new(),
+            audit_log: None,
+        }
+    }
+
+    /// Reads the process environment once: the variables of [`crate::CONTEXT_VARS`] that
+    /// `tool` reads. `EVIDENCE_TRUSTED_CONTEXT` must name an absolute path; the file it
+    /// names is read at each call, since the runtime rewrites it per request.
+    pub fn from_env(tool: Tool) -> Self {
+        let read = |name: &str| Supplied::<String>::from_raw(std::env::var_os(name));
+        let mut context = RuntimeContext::new();
+        context.envelope = read(TRUSTED_CONTEXT_ENV).and_then(|path| {
+            let path = PathBuf::from(path);
+            if path.is_absolute() {
+                Ok(EnvelopeSource::File(path))
+            } else {
+                Err("it must name an absolute path".to_owned())
+            }
+        });
+        context.keys = read(POLICY_KEYS_ENV).and_then(|text| parse_keys(&text));
+        context.signing_key_present = std::env::var_os(SIGNING_KEY_ENV).is_some();
+        if let Supplied::Given(path) = read(AUDIT_LOG_ENV) {
+            context.audit_log = Some(PathBuf::from(path));
+        }
+        let own = CONTEXT_VARS
+            .iter()
+            .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader());
+        for var in own.clone().filter(|v| v.set_by == SetBy::Deployment) {
+            context.config.insert(var.name.to_owned(), read(var.name));
+        }
+        context.read_secrets_from_env(
+            own.filter(|v| v.set_by == SetBy::AuthBinding)
+                .map(|v| v.name),
+        );
+        context
+    }
+
+    /// Reads the secret variables `names` from the process environment (those a
+    /// package's auth binding injects), under the same rule.
+    pub(crate) fn read_secrets_from_env<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        for name in names {
+            let value = Supplied::<String>::from_raw(std::env::var_os(name));
+            self.secrets
+                .insert(name.to_owned(), value.and_then(|v| Ok(v.into())));
+        }
+    }
+
+    /// With this envelope for every call (an embedder that serves one request, or that
+    /// replaces it with [`RuntimeContext::set_envelope`] per request).
+    pub fn with_envelope(mut self, envelope: SignedPolicy) -> Self {
+        self.set_envelope(envelope);
+        self
+    }
+
+    /// Replaces the envelope the next calls use.
+    pub fn set_envelope(&mut self, envelope: SignedPolicy) {
+        self.envelope = Supplied::Given(EnvelopeSource::Held(envelope));
+    }
+
+    /// With the envelope read from `path` at each call (what `EVIDENCE_TRUSTED_CONTEXT`
+    /// names in a sandbox); a relative path is invalid.
+    pub fn with_envelope_file(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        self.envelope = if path.as_os_str().is_empty() {
+            Supplied::Missing
+        } else if path.is_absolute() {
+            Supplied::Given(EnvelopeSource::File(path))
+        } else {
+            Supplied::Invalid("it must name an absolute path".to_owned())
+        };
+        self
+    }
+
+    /// With these verification keys (Ed25519 public keys).
+    pub fn with_keys(mut self, keys: KeyRing) -> Self {
+        self.keys = Supplied::Given(keys);
+        self
+    }
+
+    /// With the secret a sandbox would find in the variable `name` (for example
+    /// `CLINIC_API_TOKEN`). An empty value is missing.
+    pub fn with_secret(mut self, name: &str, value: SecretString) -> Self {
+        let supplied = if secrecy::ExposeSecret::expose_secret(&value).is_empty() {
+            Supplied::Missing
+        } else {
+            Supplied::Given(value)
+        };
+        self.secrets.insert(name.to_owned(), supplied);
+        self
+    }
+
+    /// With the deployment configuration a sandbox would find in the variable `name`
+    /// (for example `CLINIC_BASE_URL`). An empty value is missing.
+    pub fn with_config(mut self, name: &str, value: impl Into<String>) -> Self {
+        let value: String = value.into();
+        let supplied = if value.is_empty() {
+            Supplied::Missing
+        } else {
+            Supplied::Given(value)
+        };
+        self.config.insert(name.to_owned(), supplied);
+        self
+    }
+
+    /// With the audit log file the records are appended to (stderr otherwise).
+    pub fn with_audit_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit_log = Some(path.into());
+        self
+    }
+
+    /// The audit log file, `None` for stderr.
+    pub fn audit_log(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
+    }
+
+    /// The secret carried by the variable `name`, missing when never supplied.
+    pub(crate) fn secret(&self, name: &str) -> &Supplied<SecretString> {
+        self.secrets.get(name).unwrap_or(&Supplied::Missing)
+    }
+
+    /// The configuration carried by the variable `name`, missing when never supplied.
+    pub(crate) fn config(&self, name: &str) -> &Supplied<String> {
+        self.config.get(name).unwrap_or(&Supplied::Missing)
+    }
+
+    /// The verification key ring. A sandbox that was also given the signing key (a
+    /// misdeployment: anything running in it could sign policy) runs nothing.
+    pub(crate) fn keys(&self) -> Result<&KeyRing, RuntimeFailure> {
+        if self.signing_key_present {
+            return Err(RuntimeFailure::new(
+                RuntimeFailureKind::ContextInvalid,
+                format!(
+                    "{SIGNING_KEY_ENV} is set in a tool sandbox: the policy signing key must \
+                     stay with the signer; give the sandbox only {POLICY_KEYS_ENV}"
+                ),
+            ));
+        }
+        self.keys.require(
+            &format!("{POLICY_KEYS_ENV} (the verification keys)"),
+            RuntimeFailureKind::ContextMissing,
+            RuntimeFailureKind::ContextInvalid,
+        )
+    }
+
+    /// Whether an envelope source is there (not whether its file exists yet: the
+    /// runtime writes it per request).
+    pub(crate) fn envelope_source(&self) -> Result<(), RuntimeFailure> {
+        self.envelope_supplied().map(drop)
+    }
+
+    fn envelope_supplied(&self) -> Result<&EnvelopeSource, RuntimeFailure> {
+        self.envelope.require(
+            &format!("the trusted policy envelope ({TRUSTED_CONTEXT_ENV})"),
+            RuntimeFailureKind::ContextMissing,
+            RuntimeFailureKind::ContextInvalid,
+        )
+    }
+
+    /// The envelope of the current call: the one held, or the file read now (at most
+    /// 64 KiB). A file that is absent is missing; one that does not parse is invalid.
+    pub(crate) fn envelope(&self) -> Result<SignedPolicy, RuntimeFailure> {
+        let what = format!("the trusted policy envelope ({TRUSTED_CONTEXT_ENV})");
+        match self.envelope_supplied()? {
+            EnvelopeSource::Held(envelope) => Ok(envelope.clone()),
+            EnvelopeSource::File(path) => read_envelope_file(path)
+                .map_err(|(kind, why)| RuntimeFailure::new(kind, format!("{what}: {why}"))),
+        }
+    }
+}
+
+fn parse_keys(text: &str) -> Result<KeyRing, String> {
+    text.parse::<KeyRing>().map_err(|e| e.to_string())
+}
+
+fn read_envelope_file(path: &Path) -> Result<SignedPolicy, (RuntimeFailureKind, String)> {
+    let missing = |e: std::io::Error| {
+        let kind = if e.kind() == std::io::ErrorKind::NotFound {
+            RuntimeFailureKind::ContextMissing
+        } else {
+            RuntimeFailureKind::ContextInvalid
+        };
+        (kind, format!("cannot read {}: {e}", path.display()))
+    };
+    let file = std::fs::File::open(path).map_err(missing)?;
+    let mut text = String::new();
+    file.take(MAX_ENVELOPE_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| {
+            (
+                RuntimeFailureKind::ContextInvalid,
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+    if text.trim().is_empty() {
+        return Err((
+            RuntimeFailureKind::ContextMissing,
+            format!("{} is empty", path.display()),
+        ));
+    }
+    SignedPolicy::from_json(&text).map_err(|e| (RuntimeFailureKind::ContextInvalid, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(r: Result<impl Sized, RuntimeFailure>) -> RuntimeFailureKind {
+        match r {
+            Ok(_) => panic!("expected a failure"),
+            Err(f) => f.kind,
+        }
+    }
+
+    #[test]
+    fn one_rule_for_missing_and_invalid() {
+        assert!(matches!(
+            Supplied::<String>::from_raw(None),
+            Supplied::Missing
+        ));
+        assert!(matches!(
+            Supplied::<String>::from_raw(Some(OsString::new())),
+            Supplied::Missing
+        ));
+        let context = RuntimeContext::new();
+        assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextMissing);
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextMissing);
+        let context = RuntimeContext::new().with_envelope_file("");
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextMissing);
+        let context = RuntimeContext::new().with_envelope_file("ctx.json");
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextInvalid);
+        let mut context = RuntimeContext::new();
+        context.keys =
+            Supplied::<String>::Given("not a ring".to_owned()).and_then(|t| parse_keys(&t));
+        assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextInvalid);
+        context.keys =
+            Supplied::<String>::from_raw(Some(OsString::new())).and_then(|t| parse_keys(&t));
+        assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextMissing);
+        let context = RuntimeContext::new().with_config("CLINIC_BASE_URL", "");
+        assert!(matches!(
+            context.config("CLINIC_BASE_URL"),
+            Supplied::Missing
+        ));
+    }
+
+    #[test]
+    fn envelope_files_missing_empty_malformed_oversized() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.json");
+        let context = RuntimeContext::new().with_envelope_file(&path);
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextMissing);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextMissing);
+        std::fs::write(&path, "{").unwrap();
+        assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextInvalid);
+        std::fs::write(&path, vec![b' '; MAX_ENVELOPE_BYTES + 10]).unwrap();
+        assert!(context.envelope().is_err());
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let context = RuntimeContext::new()
+            .with_secret("CLINIC_API_TOKEN", SecretString::from("s3cret-value"));
+        assert!(!format!("{context:?}").contains("s3cret-value"));
+    }
+}

@@ -1,0 +1,331 @@
+//! A sandbox of one tool: the package it serves (its digest computed once) and the
+//! runtime context it runs under ([`RuntimeContext`]), from which it binds the secrets
+//! to that digest, takes the verification keys and builds the transport once. Per call
+//! only the model's arguments and the trusted policy (the envelope the runtime writes
+//! per request, or the package's static canary when its manifest says so) are read. The
+//! one-shot entrypoint serves one call with it, the MCP server every call of its
+//! session, and an embedder builds one in memory ([`Sandbox::new`]).
+
+use std::time::{Duration, Instant};
+
+use evidence_package::{
+    AuditRecord, CallContext, Package, PolicyDelivery, SecretBinding, SecretValues,
+};
+use evidence_policy::{CanaryPolicy, TrustedPolicy};
+use evidence_result::{Operation, Origin, ToolResult};
+use jiff::Timestamp;
+
+use crate::ToolError;
+use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
+use crate::deploy::running_package;
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::runtime_context::RuntimeContext;
+use crate::stamp::FolderStamp;
+use crate::tool_kind::Tool;
+use crate::tools::{PackageTool, Transport};
+
+/// Where a sandbox's trusted policy comes from, as its manifest says.
+enum Delivery {
+    /// The per-request envelope of the runtime context, verified with its keys.
+    Envelope,
+    /// The package's own static canary policy (read from its package file at start).
+    Canary(Result<Box<TrustedPolicy>, RuntimeFailure>),
+}
+
+/// A sandbox of the tool `T` (see the module documentation). Each part of the context
+/// that could not be read keeps its failure, which answers every call in the order a
+/// call reads them: arguments, secrets, policy, keys, configuration.
+/// [`Sandbox::readiness`] reports the first of them without a call.
+pub struct Sandbox<T: PackageTool> {
+    package: Package,
+    context: RuntimeContext,
+    stamp: Option<FolderStamp>,
+    delivery: Delivery,
+    binding: Result<SecretBinding, RuntimeFailure>,
+    transport: Result<Transport<T::Connector>, RuntimeFailure>,
+}
+
+impl<T: PackageTool> std::fmt::Debug for Sandbox<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("package", &self.package.identity())
+            .field("digest", &self.package.digest())
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The origin of a result of `tool` under `package`'s policy delivery.
+pub(crate) fn origin(tool: Tool, delivery: Option<&PolicyDelivery>) -> Origin {
+    Origin {
+        package: tool.identity(),
+        provider: tool.provider(),
+        operation: Operation::QueryRange,
+        policy_source: Some(
+            delivery
+                .map(PolicyDelivery::policy_source)
+                .unwrap_or(evidence_result::PolicySource::TrustedEnvelope),
+        ),
+    }
+}
+
+impl<T: PackageTool> Sandbox<T> {
+    /// A sandbox of `package` under `context`: binds the context's secrets to the
+    /// package's digest, reads the static canary when the manifest delivers policy that
+    /// way, and builds the transport, keeping each failure for the calls. `Err` when the
+    /// package is not `T`'s: then no call can run.
+    pub fn new(package: Package, context: RuntimeContext) -> Result<Self, RuntimeFailure> {
+        let tool = T::TOOL;
+        if package.identity() != &tool.identity() || package.manifest().provider != tool.provider()
+        {
+            return Err(RuntimeFailure::new(
+                RuntimeFailureKind::PackageLoadFailed,
+                format!(
+                    "{} serves {}, but its package is {}",
+                    tool.binary_name(),
+                    tool.identity(),
+                    package.identity()
+                ),
+            ));
+        }
+        let delivery = match &package.manifest().policy_delivery {
+            PolicyDelivery::PerRequestEnvelope => Delivery::Envelope,
+            PolicyDelivery::StaticCanary { file } => {
+                Delivery::Canary(canary_policy(&package, file).map(Box::new))
+            }
+        };
+        let binding = bind_secrets(&package, &context);
+        let transport = T::transport(&package, &context);
+        Ok(Sandbox {
+            package,
+            context,
+            stamp: None,
+            delivery,
+            binding,
+            transport,
+        })
+    }
+
+    /// The sandbox of this process: its own deployable package (hashed here, once, over
+    /// the file the process was started from) under `context`, read from the process
+    /// environment ([`RuntimeContext::from_env`]), to which the secret variables the
+    /// package's auth binding names are added.
+    pub(crate) fn start(mut context: RuntimeContext) -> Result<Self, RuntimeFailure> {
+        let failed =
+            |detail: String| RuntimeFailure::new(RuntimeFailureKind::PackageLoadFailed, detail);
+        let (package, stamp) = running_package().map_err(|e| failed(e.to_string()))?;
+        context.read_secrets_from_env(
+            package
+                .manifest()
+                .auth
+                .secrets
+                .iter()
+                .map(|s| s.env.as_str()),
+        );
+        let mut sandbox = Self::new(package, context)?;
+        sandbox.stamp = Some(stamp);
+        Ok(sandbox)
+    }
+
+    /// The package this sandbox serves, as hashed when it was loaded.
+    pub fn package(&self) -> &Package {
+        &self.package
+    }
+
+    /// The runtime context it runs under.
+    pub fn context(&self) -> &RuntimeContext {
+        &self.context
+    }
+
+    /// Replaces the envelope the next calls use (an embedder serving one request after
+    /// another).
+    pub fn set_envelope(&mut self, envelope: evidence_policy::SignedPolicy) {
+        self.context.set_envelope(envelope);
+    }
+
+    /// What can be checked without a call: the secrets bound, a policy source present
+    /// (the envelope file itself is written per request, so only its name is checked),
+    /// the verification keys read (for envelopes) and the transport built. `Err` names
+    /// the first part that would fail every call.
+    pub fn readiness(&self) -> Result<(), RuntimeFailure> {
+        self.binding.as_ref().map_err(Clone::clone)?;
+        match &self.delivery {
+            Delivery::Envelope => {
+                self.context.envelope_source()?;
+                self.context.keys()?;
+            }
+            Delivery::Canary(policy) => {
+                policy.as_ref().map_err(Clone::clone)?;
+            }
+        }
+        self.transport.as_ref().map(drop).map_err(Clone::clone)
+    }
+
+    /// One call with the model's arguments as the JSON text it wrote: the result and
+    /// its audit record (written by the caller). Every runtime-context failure is a
+    /// result with its audit record; `Err` only when not even a failure result can be
+    /// built.
+    pub async fn answer(&self, args: &str) -> Result<(ToolResult, AuditRecord), ToolError> {
+        self.answer_with(|| Ok(args.to_owned())).await
+    }
+
+    /// [`Sandbox::answer`] with arguments that may fail to be read. The audit record says
+    /// when the package folder on disk changed after this process hashed it (the call
+    /// still ran with what was hashed: the running code and the manifest read at start).
+    pub(crate) async fn answer_with(
+        &self,
+        args: impl FnOnce() -> Result<String, RuntimeFailure>,
+    ) -> Result<(ToolResult, AuditRecord), ToolError> {
+        let started = Instant::now();
+        let now = Timestamp::now();
+        let (result, audit) = match self.call(now, args).await {
+            Ok(answered) => answered,
+            Err(failure) => {
+                eprintln!("{}: {failure}", T::TOOL.binary_name());
+                let origin = origin(T::TOOL, Some(&self.package.manifest().policy_delivery));
+                let result = failure.to_tool_result(origin)?;
+                let audit = AuditRecord::for_call(
+                    &self.package,
+                    &context(now, started.elapsed(), &result),
+                    &result,
+                )?;
+                (result, audit)
+            }
+        };
+        let changed = self.stamp.as_ref().is_some_and(FolderStamp::changed);
+        Ok((result, audit.with_folder_changed(changed)))
+    }
+
+    async fn call(
+        &self,
+        now: Timestamp,
+        args: impl FnOnce() -> Result<String, RuntimeFailure>,
+    ) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
+        let args = args()?;
+        let binding = self.binding.as_ref().map_err(Clone::clone)?;
+        let (envelope, canary);
+        let policy = match &self.delivery {
+            Delivery::Envelope => {
+                envelope = self.context.envelope()?;
+                PolicyInput::Envelope {
+                    envelope: &envelope,
+                    keys: self.context.keys()?,
+                }
+            }
+            Delivery::Canary(policy) => {
+                let policy = policy.as_ref().map_err(Clone::clone)?;
+                canary = CanaryPolicy::opt_in(
+                    TrustedPolicy::clone(policy),
+                    self.package.identity(),
+                    self.package.manifest().provider,
+                    now,
+                )
+                .map_err(|e| {
+                    RuntimeFailure::new(
+                        RuntimeFailureKind::PolicyVerificationFailed,
+                        format!("the package's static canary policy: {e}"),
+                    )
+                })?;
+                PolicyInput::Canary(&canary)
+            }
+        };
+        let transport = self.transport.as_ref().map_err(Clone::clone)?;
+        let call = SandboxCall {
+            package: &self.package,
+            binding,
+            policy,
+            args: &args,
+            now,
+        };
+        let outcome = run_sandbox_call(
+            &transport.connector,
+            &transport.config,
+            &transport.secrets,
+            call,
+        )
+        .await
+        .map_err(|e| {
+            RuntimeFailure::new(
+                RuntimeFailureKind::ConfigInvalid,
+                format!("the call could not produce a result: {e}"),
+            )
+        })?;
+        Ok((outcome.result, outcome.audit))
+    }
+}
+
+/// The answer of a process whose own package did not load: the failure as a result and
+/// the audit record of an unloaded package.
+pub(crate) fn unloaded(
+    tool: Tool,
+    failure: &RuntimeFailure,
+    started: Instant,
+) -> Result<(ToolResult, AuditRecord), ToolError> {
+    eprintln!("{}: {failure}", tool.binary_name());
+    let now = Timestamp::now();
+    let result = failure.to_tool_result(origin(tool, None))?;
+    let audit = AuditRecord::for_unloaded(
+        &tool.identity(),
+        &context(now, started.elapsed(), &result),
+        &result,
+    )?;
+    Ok((result, audit))
+}
+
+fn context(now: Timestamp, duration: Duration, result: &ToolResult) -> CallContext {
+    CallContext {
+        time: now,
+        policy_id: None,
+        ticket: None,
+        duration,
+        output_bytes: u64::try_from(result.text().len()).unwrap_or(u64::MAX),
+        blocked_secrets: Vec::new(),
+    }
+}
+
+/// The static canary policy a package ships as its file `file` (the manifest's
+/// `static_canary` delivery): unsigned trusted-policy JSON, covered by the digest.
+fn canary_policy(package: &Package, file: &str) -> Result<TrustedPolicy, RuntimeFailure> {
+    let invalid = |detail: String| RuntimeFailure::new(RuntimeFailureKind::ContextInvalid, detail);
+    let contents = package
+        .files()
+        .iter()
+        .find(|f| f.path() == file)
+        .and_then(|f| f.contents())
+        .ok_or_else(|| {
+            invalid(format!(
+                "the static canary policy file {file} is not in the package"
+            ))
+        })?;
+    serde_json::from_slice(contents).map_err(|e| {
+        invalid(format!(
+            "the static canary policy file {file} is not a trusted policy: {e}"
+        ))
+    })
+}
+
+/// Binds the secrets the package's auth binding names, taken from the variables it
+/// injects them as, to exactly this package's digest.
+fn bind_secrets(
+    package: &Package,
+    context: &RuntimeContext,
+) -> Result<SecretBinding, RuntimeFailure> {
+    let kind = RuntimeFailureKind::SecretNotBound;
+    let mut values = SecretValues::new();
+    for spec in &package.manifest().auth.secrets {
+        let value = context
+            .secret(&spec.env)
+            .require(&spec.env, kind, kind)
+            .map_err(|f| {
+                RuntimeFailure::new(
+                    kind,
+                    format!("secret {} is not injected: {}", spec.name, f.detail),
+                )
+            })?;
+        values.insert(spec.name.clone(), value.clone());
+    }
+    // The binding's error names secrets and rules, never values.
+    SecretBinding::bind(package, values).map_err(|e| {
+        RuntimeFailure::new(kind, format!("the injected secrets cannot be bound: {e}"))
+    })
+}
