@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// An error of `evidence-tool`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The result contract refused to build a result.
     #[error("result contract: {0}")]

@@ -10,6 +10,7 @@ use evidence_result::{
 
 /// What kind of runtime-context failure happened; each kind is one error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RuntimeFailureKind {
     /// The policy envelope or the verification keys are not there (unset variable,
     /// missing or unreadable file).

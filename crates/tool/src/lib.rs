@@ -2,14 +2,14 @@
 
 mod binary;
 mod call;
-mod context;
-mod deploy;
+pub mod context;
+pub mod deploy;
 mod entry;
 mod error;
 mod failure;
-mod mcp;
-mod output;
-mod plan;
+pub mod mcp;
+pub mod output;
+pub mod plan;
 mod runtime;
 mod runtime_context;
 mod sandbox;
@@ -17,24 +17,17 @@ mod stamp;
 mod tool_kind;
 mod tools;
 
+// What an embedder starts from: the runtime context and the sandbox that runs calls
+// under it, the tools, the one call path and its errors. The rest lives in the named
+// modules: `context` (the variables a sandbox reads), `mcp` (the package servers),
+// `deploy` (deployable folders), `plan` (turn plans) and `output` (result and audit
+// writing).
 pub use binary::run_tool_binary;
 pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
-pub use context::{
-    AUDIT_LOG_ENV, CLINIC_BASE_URL_ENV, CLINIC_QUERY_PATH_TEMPLATE_ENV, CONTEXT_VARS, ContextVar,
-    DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM, MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV,
-    POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SIGNING_KID_ENV, SetBy, TRUSTED_CONTEXT_ENV,
-    WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV, WETECH_GRAFANA_URL_ENV,
-};
-pub use deploy::{build_deployable, own_package, sibling_binary};
+pub use deploy::build_deployable;
 pub use entry::run_entrypoint;
 pub use error::ToolError;
 pub use failure::{RuntimeFailure, RuntimeFailureKind};
-pub use mcp::{
-    MCP_FLAG, PROCESS_BASICS, SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, serve_mcp,
-    server_variables, tool_listing,
-};
-pub use output::write_outputs;
-pub use plan::{plan_answered, plan_locked};
 pub use runtime_context::RuntimeContext;
 pub use sandbox::Sandbox;
 pub use tool_kind::Tool;

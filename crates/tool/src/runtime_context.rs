@@ -106,7 +106,7 @@ enum EnvelopeSource {
 /// part that is missing or invalid answers each call with its failure result.
 ///
 /// Secrets and configuration are held under the names of the variables that carry them
-/// in a sandbox ([`crate::CONTEXT_VARS`]); `Debug` never shows a secret.
+/// in a sandbox ([`crate::context::CONTEXT_VARS`]); `Debug` never shows a secret.
 #[derive(Clone)]
 pub struct RuntimeContext {
     envelope: Supplied<EnvelopeSource>,
@@ -148,7 +148,7 @@ impl RuntimeContext {
         }
     }
 
-    /// Reads the process environment once: the variables of [`crate::CONTEXT_VARS`] that
+    /// Reads the process environment once: the variables of [`crate::context::CONTEXT_VARS`] that
     /// `tool` reads. `EVIDENCE_TRUSTED_CONTEXT` must name an absolute path; the file it
     /// names is read at each call, since the runtime rewrites it per request.
     pub fn from_env(tool: Tool) -> Self {

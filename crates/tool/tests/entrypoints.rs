@@ -467,7 +467,7 @@ fn the_signer_signs_only_a_deployable_folder() {
 /// name the same variables.
 #[test]
 fn auth_bindings_inject_exactly_what_the_tools_read() {
-    use evidence_tool::{CONTEXT_VARS, ReadBy, SetBy};
+    use evidence_tool::context::{CONTEXT_VARS, ReadBy, SetBy};
     for (identity, revision, read_by) in [
         ("managed_auto_oncall_clinic", "v3", ReadBy::Clinic),
         ("managed_auto_oncall_clinic", "v2", ReadBy::Clinic),

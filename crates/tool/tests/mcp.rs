@@ -538,7 +538,7 @@ fn committed_details_schema_is_current() {
     let path = workspace().join("schemas/tool-details.schema.json");
     let actual = format!(
         "{}\n",
-        serde_json::to_string_pretty(&evidence_tool::details_output_schema()).unwrap()
+        serde_json::to_string_pretty(&evidence_tool::mcp::details_output_schema()).unwrap()
     );
     if std::env::var_os("UPDATE_SCHEMAS").is_some_and(|v| v == "1") {
         std::fs::write(&path, &actual).unwrap();
@@ -819,7 +819,9 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
                 "SSL_CERT_DIR",
             ]
             .contains(&n.as_str())
-                && !evidence_tool::CONTEXT_VARS.iter().any(|v| v.name == n)
+                && !evidence_tool::context::CONTEXT_VARS
+                    .iter()
+                    .any(|v| v.name == n)
         }),
     ];
     proptest!(config, |(foreign in proptest::collection::btree_map(foreign_names, "[ -~]{8,24}", 1..6))| {

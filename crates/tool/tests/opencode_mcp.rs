@@ -105,7 +105,7 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         environs.push((identity, recorded));
         let mut server = McpServer::new(identity, recorder.display().to_string())
             .unwrap()
-            .arg(evidence_tool::MCP_FLAG);
+            .arg(evidence_tool::mcp::MCP_FLAG);
         for (name, value) in ready_env(identity) {
             server = server.env(name, value);
         }
@@ -119,7 +119,7 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         );
         // The name the server lists its tool under (the code `--mcp` answers
         // `tools/list` with), as OpenCode prefixes it.
-        let listed = evidence_tool::tool_listing(&Package::load(&dir).unwrap()).unwrap();
+        let listed = evidence_tool::mcp::tool_listing(&Package::load(&dir).unwrap()).unwrap();
         assert_eq!(listed.name, identity);
         tools.push(server.tool_name(&listed.name));
         options = options.with_mcp_server(server);
@@ -129,7 +129,7 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
     options = options.with_mcp_server(
         McpServer::new("managed_auto_oncall_unpackaged", CLINIC_TOOL)
             .unwrap()
-            .arg(evidence_tool::MCP_FLAG),
+            .arg(evidence_tool::mcp::MCP_FLAG),
     );
     let (keyless, _) = deploy(
         &packages.path().join("keyless"),
@@ -142,7 +142,7 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         entrypoint(&keyless).display().to_string(),
     )
     .unwrap()
-    .arg(evidence_tool::MCP_FLAG);
+    .arg(evidence_tool::mcp::MCP_FLAG);
     for (name, value) in ready_env("managed_auto_oncall_clinic") {
         if name != "EVIDENCE_POLICY_KEYS" {
             server = server.env(name, value);

@@ -48,7 +48,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let out = out.ok_or("--out is required")?;
     let binary = match binary {
         Some(b) => b,
-        None => evidence_tool::sibling_binary(&source, &std::env::current_exe()?)?,
+        None => evidence_tool::deploy::sibling_binary(&source, &std::env::current_exe()?)?,
     };
     let package = evidence_tool::build_deployable(&source, &binary, &out)?;
     let summary = serde_json::json!({

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use evidence_package::Package;
 use evidence_policy::{KeyId, PolicySigner, TrustedPolicy};
 use evidence_result::Digest;
-use evidence_tool::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
+use evidence_tool::context::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
 use secrecy::{ExposeSecret as _, SecretString};
 
 const USAGE: &str = "usage: sign-policy (--package-dir DIR | --package-digest sha256:HEX) \

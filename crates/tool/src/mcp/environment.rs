@@ -3,7 +3,7 @@
 //! own entries (OpenCode 1.18.33 does), so the other packages' secrets, the signer's key
 //! or a proxy setting can be in it. Before it serves, the server replaces itself (`exec`,
 //! same process) by the same binary with only the variables of its own runtime-context
-//! contract ([`crate::CONTEXT_VARS`]: the runtime's, its deployment configuration, its
+//! contract ([`crate::context::CONTEXT_VARS`]: the runtime's, its deployment configuration, its
 //! auth binding's secrets) and a few process basics; whatever else it was started with,
 //! the process that serves never holds it.
 
