@@ -10,6 +10,7 @@ use regex::{Captures, Regex};
 use evidence_policy::ADDRESS_LABELS;
 
 use crate::ConnectorError;
+use crate::compact_address::is_host_name;
 use crate::prometheus::LabelSanitizer;
 use crate::reference::{ReferenceKeyRing, ReferenceScope};
 
@@ -100,24 +101,6 @@ fn is_port(port: &str) -> bool {
         && port.len() <= 5
         && port.bytes().all(|b| b.is_ascii_digit())
         && port.parse::<u16>().is_ok()
-}
-
-/// A DNS-style host name with at least one letter (so `12:30` is not an address), with
-/// an optional trailing dot.
-pub(crate) fn is_host_name(host: &str) -> bool {
-    let host = host.strip_suffix('.').unwrap_or(host);
-    !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().any(|b| b.is_ascii_alphabetic())
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
 }
 
 /// True when an address-shaped token found in free text really is an address.

@@ -92,7 +92,7 @@ pub(crate) fn encode(address: &str) -> (Kind, Zeroizing<Vec<u8>>) {
     if let Some((host, port)) = address.rsplit_once(':')
         && let Ok(number) = port.parse::<u16>()
         && number.to_string() == port
-        && crate::address::is_host_name(host)
+        && is_host_name(host)
     {
         let mut text = Zeroizing::new(number.to_be_bytes().to_vec());
         text.extend_from_slice(host.as_bytes());
@@ -163,6 +163,24 @@ fn unpad(plain: &[u8]) -> Option<&[u8]> {
     let end = plain.iter().rposition(|&b| b != 0)?;
     let text = plain.get(..end)?;
     (plain.get(end) == Some(&END) && padded_len(text.len()) == plain.len()).then_some(text)
+}
+
+/// A DNS-style host name with at least one letter (so `12:30` is not an address), with
+/// an optional trailing dot.
+pub(crate) fn is_host_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().any(|b| b.is_ascii_alphabetic())
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 #[cfg(test)]
