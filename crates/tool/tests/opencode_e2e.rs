@@ -240,9 +240,9 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
     assert!(titles[0].1.request.tools().is_empty());
     assert!(transcript.exchanges.iter().all(|e| e.request.is_streamed()));
 
-    // Tool lists and file writes first: a break there changes the rest of the run.
-    check_tool_lists(&transcript, &deployment, &names);
+    // File writes and tool lists first: a break there changes the rest of the run.
     check_files(&transcript, &ws);
+    check_tool_lists(&transcript, &deployment, &names);
     check_managed_results(&transcript, &deployment);
     check_delegation(&transcript);
     check_workflow(&transcript);
