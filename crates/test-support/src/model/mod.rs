@@ -55,7 +55,7 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// The provider id of [`ScriptedModel::provider_config`].
+    /// The provider id of [`ScriptedModel::opencode_config`].
     pub const PROVIDER_ID: &'static str = "scripted";
     /// The model id it serves.
     pub const MODEL_ID: &'static str = "scripted-diagnosis";
