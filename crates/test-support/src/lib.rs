@@ -8,7 +8,7 @@ mod front;
 mod grafana;
 mod large;
 mod manus;
-mod model;
+pub mod model;
 mod package_source;
 mod process;
 mod prometheus;

@@ -26,7 +26,8 @@ use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV};
 use e2e::orchestrator::{Protocol, required_skills};
 use e2e::transcript::{REFUSED, Transcript, WROTE, read_contents};
 use evidence_result::{Correction, Details, ErrorInfo, QueryId, RequestDigest, Status, ToolResult};
-use evidence_test_support::{Play, Reply, Script, ScriptedModel, Speaker};
+use evidence_test_support::model::{Play, Reply, Speaker};
+use evidence_test_support::{Script, ScriptedModel};
 use opencode_workspace::{
     ANALYST_OUTPUT, AgentRole, ChildFailure, ChildOutcome, ChildOutputReader, Conclusion,
     DiagnosisContext, EVIDENCE_AGENT_OUTPUT, INSUFFICIENT_EVIDENCE_REPLY, REPORT_PATH,
@@ -305,7 +306,7 @@ fn check_tool_lists(transcript: &Transcript, deployment: &Deployment, names: &To
                     exchange.request.tool_names()
                 )
             });
-            let listing = evidence_tool::tool_listing(
+            let listing = evidence_tool::mcp::tool_listing(
                 &evidence_package::Package::load(&package.dir).unwrap(),
             )
             .unwrap();
@@ -583,7 +584,7 @@ fn check_environments(
         let environ = environs
             .get(&package.identity())
             .unwrap_or_else(|| panic!("{}: environment not read", package.identity()));
-        let allowed = evidence_tool::server_variables(package.tool);
+        let allowed = evidence_tool::mcp::server_variables(package.tool);
         for name in environ.keys() {
             assert!(
                 allowed.contains(&name.as_str()),

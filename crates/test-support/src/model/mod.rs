@@ -1,9 +1,10 @@
-//! The scripted model: an OpenAI-compatible `POST /v1/chat/completions` server on a free
-//! loopback port that answers every request from a [`Script`] as a server-sent-event
-//! stream (text, or tool calls with their arguments split over chunks), and records every
-//! request with who spoke and what was answered. It needs no network and no model
-//! weights: a client such as OpenCode, configured with an `@ai-sdk/openai-compatible`
-//! provider at [`ScriptedModel::base_url`], runs its real agent loop against it.
+//! The scripted model, an OpenAI-compatible `POST /v1/chat/completions` server on a
+//! free loopback port: [`ScriptedModel`] answers every request from a [`Script`] as a
+//! server-sent-event stream (text, or tool calls with their arguments split over
+//! chunks), and records every request with who spoke and what was answered. It needs no
+//! network and no model weights: a client such as OpenCode, configured with an
+//! `@ai-sdk/openai-compatible` provider at [`ScriptedModel::base_url`], runs its real
+//! agent loop against it. The crate's README shows a whole exchange.
 
 mod reply;
 mod request;

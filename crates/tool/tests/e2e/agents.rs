@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use evidence_result::FailureClass;
 use evidence_test_support as test_support;
-use evidence_test_support::{ChatRequest, Play, Reply, Steps};
+use evidence_test_support::model::{ChatRequest, Play, Reply, Steps};
 use evidence_tool::Tool;
 use opencode_workspace::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, GO_GC_CHECK, REPORT_PATH};
 use serde_json::{Value, json};

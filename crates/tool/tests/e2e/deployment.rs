@@ -232,7 +232,7 @@ impl Deployment {
             let command = wrapper(&home, &pid_file, &entrypoint(&package_dir));
             let mut server = McpServer::new(identity.clone(), command.display().to_string())
                 .unwrap()
-                .arg(evidence_tool::MCP_FLAG);
+                .arg(evidence_tool::mcp::MCP_FLAG);
             for (name, value) in runtime_env(&signed, &audit).into_iter().chain(deployment) {
                 server = server.env(name, value);
             }

@@ -6,7 +6,7 @@
 //! machine, which then says what the protocol allows next. A file that a subagent
 //! could not write, or that OpenCode showed otherwise, changes the workflow.
 
-use evidence_test_support::{ChatRequest, Play, Reply};
+use evidence_test_support::model::{ChatRequest, Play, Reply};
 use opencode_workspace::{
     ANALYST_OUTPUT, AgentRole, ChildFailure, ChildOutcome, ChildOutputReader,
     DiagnosisAnalystOutput, DiagnosisContext, EVIDENCE_AGENT_OUTPUT, INSUFFICIENT_EVIDENCE_REPLY,

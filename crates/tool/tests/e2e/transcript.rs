@@ -3,7 +3,7 @@
 //! built-in tools' results (a file read, a refused write, a call of a tool the agent
 //! does not have).
 
-use evidence_test_support::{ChatRequest, Exchange, Speaker, ToolOutcome};
+use evidence_test_support::model::{ChatRequest, Exchange, Reply, Speaker, ToolOutcome};
 
 /// How OpenCode answers a tool call its permission rules refuse.
 pub const REFUSED: &str =
@@ -54,9 +54,7 @@ impl Transcript {
         self.exchanges
             .iter()
             .filter_map(|e| match &e.reply {
-                evidence_test_support::Reply::Refuse(reason) => {
-                    Some(format!("{:?}: {reason}", e.speaker))
-                }
+                Reply::Refuse(reason) => Some(format!("{:?}: {reason}", e.speaker)),
                 _ => None,
             })
             .collect()
