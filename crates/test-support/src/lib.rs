@@ -8,6 +8,7 @@ mod front;
 mod grafana;
 mod large;
 mod manus;
+pub mod model;
 mod package_source;
 mod process;
 mod prometheus;
@@ -40,6 +41,10 @@ pub use large::{
     TIKV_THREADS_START, TikvThreads,
 };
 pub use manus::{ManusFront, ManusTarget, ManusTargets};
+pub use model::{
+    ChatRequest, Exchange, MadeCall, Message, OfferedTool, Play, Reply, Role, Script,
+    ScriptedModel, Speaker, Steps, ToolCall, ToolOutcome,
+};
 pub use package_source::loopback_package_source;
 pub use prometheus::{LargePrometheus, Prometheus};
 pub use recording::{

@@ -1,0 +1,684 @@
+//! The three-agent diagnosis run end to end in the real OpenCode (the pinned 1.18.33,
+//! isolated and offline) through its own agent loop: a generated workspace with the
+//! three packages' MCP servers registered (deployable folders, Ed25519 envelopes, real
+//! Prometheus behind the Clinic and Manus fronts, real Chromium for Wetech), and the
+//! scripted model of the test support playing the orchestrator, the evidence agent and
+//! the analyst. Everything asserted comes from what OpenCode did: the requests it sent
+//! the model (tools offered, results returned), the files on disk, the servers' audit
+//! logs and the environment of the processes it started.
+//!
+//! Each case of the evidence agent is one step of its script (`e2e/agents.rs`), so a
+//! new case is one more step and one more expectation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use e2e::agents::{
+    self, ANALYST_MANAGED_CALL, ANALYST_REREADS_EVIDENCE, ANALYST_WRITES_EVIDENCE,
+    EVIDENCE_REREADS_ANALYSIS, EVIDENCE_WRITES_ANALYSIS, Expect, METRICS_FILE, ManagedCall,
+    ToolNames,
+};
+use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV};
+use e2e::orchestrator::{Protocol, required_skills};
+use e2e::transcript::{REFUSED, Transcript, WROTE, read_contents};
+use evidence_result::{Correction, Details, ErrorInfo, QueryId, RequestDigest, Status, ToolResult};
+use evidence_test_support::model::{Play, Reply, Speaker};
+use evidence_test_support::{Script, ScriptedModel};
+use opencode_workspace::{
+    ANALYST_OUTPUT, AgentRole, ChildFailure, ChildOutcome, ChildOutputReader, Conclusion,
+    DiagnosisContext, EVIDENCE_AGENT_OUTPUT, INSUFFICIENT_EVIDENCE_REPLY, REPORT_PATH,
+    SkillCatalog, Step,
+};
+use serde_json::Value;
+
+const ORCHESTRATOR: &str = "diagnosis-orchestrator";
+const EVIDENCE: &str = "evidence-agent";
+const ANALYST: &str = "diagnosis-analyst";
+
+/// The script of the three agents, each known by the first line of its prompt.
+fn script(markers: &[(AgentRole, String)], parts: Vec<(AgentRole, Box<dyn Play>)>) -> Script {
+    let mut script = Script::new().title("APID-29213 diagnosis");
+    for (role, play) in parts {
+        let marker = &markers.iter().find(|(r, _)| *r == role).unwrap().1;
+        script = script.agent(role.as_str(), marker.clone(), play);
+    }
+    script
+}
+
+/// The subagents OpenCode's `task` tool offers, from its description.
+fn offered_subagents(description: &str) -> BTreeSet<String> {
+    description
+        .split_once("Available agent types")
+        .map(|(_, list)| {
+            list.lines()
+                .filter_map(|line| line.strip_prefix("- "))
+                .filter_map(|line| line.split_once(':').map(|(name, _)| name.trim().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The write call `id`'s `content` argument.
+fn written(transcript: &Transcript, id: &str) -> String {
+    let outcome = transcript.outcome(id);
+    assert_eq!(outcome.output, WROTE, "{id}");
+    let arguments: Value = serde_json::from_str(&outcome.call.arguments).unwrap();
+    arguments["content"].as_str().unwrap().to_owned()
+}
+
+/// What one query's result says: the one item of a Clinic batch, or the details.
+struct Query<'a> {
+    status: Status,
+    query_id: Option<&'a QueryId>,
+    digest: Option<&'a RequestDigest>,
+    has_evidence: bool,
+    error: Option<&'a ErrorInfo>,
+    correction: Option<&'a Correction>,
+}
+
+fn query_of(details: &Details) -> Query<'_> {
+    match details.items.as_slice() {
+        [item] => Query {
+            status: item.status,
+            query_id: Some(&item.query_id),
+            digest: item.request_digest.as_ref(),
+            has_evidence: item.evidence.is_some(),
+            error: item.error.as_ref(),
+            correction: item.correction.as_ref(),
+        },
+        _ => Query {
+            status: details.status,
+            query_id: details.query_id.as_ref(),
+            digest: details.request_digest.as_ref(),
+            has_evidence: details.evidence.is_some(),
+            error: details.error.as_ref(),
+            correction: details.correction.as_ref(),
+        },
+    }
+}
+
+/// A managed result as the model read it: exactly the `text` of a `ToolResult` (the JSON
+/// of its details, byte for byte), checked against the expectation and against the
+/// package's audit record of the call (its request digest, and the size of its text).
+fn check_managed(transcript: &Transcript, call: &ManagedCall, audit: &[Value]) -> ToolResult {
+    let outcome = transcript.outcome(call.id);
+    let details: Details = serde_json::from_str(&outcome.output).unwrap_or_else(|e| {
+        panic!(
+            "{}: the model did not read a result's text ({e}): {}",
+            call.id, outcome.output
+        )
+    });
+    let result = ToolResult::new(details).unwrap();
+    assert_eq!(
+        result.text(),
+        outcome.output,
+        "{}: the tool message is not exactly the result's text",
+        call.id
+    );
+    let query = query_of(result.details());
+    match call.expect {
+        Expect::Success => {
+            assert_eq!(query.status, Status::Ok, "{}: {}", call.id, outcome.output);
+            assert!(query.has_evidence, "{}", call.id);
+        }
+        Expect::Failure(code, class) => {
+            let error = query
+                .error
+                .unwrap_or_else(|| panic!("{}: {}", call.id, outcome.output));
+            assert_eq!(
+                (error.code.as_str(), error.class),
+                (code, class),
+                "{}",
+                call.id
+            );
+        }
+    }
+    let digest = serde_json::to_value(query.digest).unwrap();
+    let record = audit
+        .iter()
+        .find(|r| r["request_digests"].get(0) == Some(&digest))
+        .unwrap_or_else(|| panic!("{}: no audit record of request {digest}", call.id));
+    assert_eq!(
+        record["output_bytes"].as_u64(),
+        Some(outcome.output.len() as u64),
+        "{}: the model read another size than the server answered",
+        call.id
+    );
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
+    let deployment = Deployment::start().await;
+    let names = ToolNames(
+        deployment
+            .packages
+            .iter()
+            .map(|p| (p.tool, p.tool_name()))
+            .collect(),
+    );
+    let servers: Vec<_> = deployment
+        .packages
+        .iter()
+        .map(|p| p.server.clone())
+        .collect();
+    let generator = e2e::generator(&servers);
+    let markers = e2e::markers(&generator);
+
+    // When the evidence agent first speaks, OpenCode has started every server: the
+    // environment each serving process holds is read then.
+    let environs: Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>> = Arc::default();
+    let watched: Vec<_> = deployment
+        .packages
+        .iter()
+        .map(|p| (p.identity(), p.pid_file.clone()))
+        .collect();
+    let seen = environs.clone();
+    let hook: agents::Hook = Arc::new(move || {
+        let mut seen = seen.lock().unwrap();
+        for (identity, pid_file) in &watched {
+            if !seen.contains_key(identity) {
+                seen.insert(
+                    identity.clone(),
+                    e2e::deployment::serving_environment(identity, pid_file),
+                );
+            }
+        }
+    });
+
+    let model = ScriptedModel::start(script(
+        &markers,
+        vec![
+            (AgentRole::DiagnosisOrchestrator, Box::new(Protocol::new())),
+            (
+                AgentRole::EvidenceAgent,
+                Box::new(agents::evidence_agent(&names, hook)),
+            ),
+            (
+                AgentRole::DiagnosisAnalyst,
+                Box::new(agents::analyst(&names)),
+            ),
+        ],
+    ))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let ws = e2e::workspace(dir.path(), &generator, &model);
+
+    // OpenCode holds every package's secrets (each server's configuration names its own
+    // as `{env:NAME}`), the model's key and the signer's key id: all of it reaches every
+    // server process OpenCode starts.
+    let mut env: Vec<(&str, String)> = deployment.secrets.clone();
+    env.push((MODEL_KEY_ENV, MODEL_KEY.to_owned()));
+    env.push(("EVIDENCE_SIGNING_KID", "decoy-signer-2026".to_owned()));
+    let cli = e2e::opencode(home.path(), &env);
+    let (run, transcript) = e2e::diagnose(
+        cli,
+        &ws,
+        &model,
+        "Diagnose APID-29213: TiDB high CPU on SaaS01, 2026-07-21 21:50-22:05 UTC+8.",
+    )
+    .await;
+
+    // OpenCode asks for a title as it starts (without tools, alongside the first agent
+    // request); every request is streamed.
+    let titles: Vec<_> = transcript
+        .exchanges
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.speaker == Speaker::Title)
+        .collect();
+    assert!(
+        matches!(titles.as_slice(), [(0 | 1, _)]),
+        "title requests: {:?}",
+        titles.iter().map(|(i, _)| i).collect::<Vec<_>>()
+    );
+    assert!(titles[0].1.request.tools().is_empty());
+    assert!(transcript.exchanges.iter().all(|e| e.request.is_streamed()));
+
+    // File writes and tool lists first: a break there changes the rest of the run.
+    check_files(&transcript, &ws);
+    check_tool_lists(&transcript, &deployment, &names);
+    check_managed_results(&transcript, &deployment);
+    check_delegation(&transcript);
+    check_workflow(&transcript);
+    check_secrets(
+        &transcript,
+        &deployment,
+        &[&ws, home.path(), deployment.dir()],
+        &run,
+    );
+    check_environments(&deployment, &environs.lock().unwrap());
+}
+
+/// The orchestrator's `task` tool offers exactly the two subagents; every task a
+/// subagent received opens with a non-empty required-skill list, the protocol's list
+/// for that agent.
+fn check_delegation(transcript: &Transcript) {
+    let catalog = SkillCatalog::investibook().unwrap();
+    for exchange in transcript.of(ORCHESTRATOR) {
+        let task = exchange
+            .request
+            .tool("task")
+            .expect("the orchestrator has no task tool");
+        assert_eq!(
+            offered_subagents(&task.description),
+            BTreeSet::from([EVIDENCE.to_owned(), ANALYST.to_owned()]),
+            "{}",
+            task.description
+        );
+    }
+    for (agent, role) in [
+        (EVIDENCE, AgentRole::EvidenceAgent),
+        (ANALYST, AgentRole::DiagnosisAnalyst),
+    ] {
+        let expected: Vec<String> = catalog
+            .default_skills(role)
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        for session in transcript.sessions(agent) {
+            let task = session[0].first_user_text();
+            let skills = required_skills(task, "");
+            assert!(
+                !skills.is_empty(),
+                "{agent} got a task without required skills:\n{task}"
+            );
+            assert_eq!(skills, expected, "{agent}");
+        }
+    }
+}
+
+/// The evidence agent is offered the three managed tools as their servers list them;
+/// no other agent is offered any, and the analyst's call of one reaches no server.
+fn check_tool_lists(transcript: &Transcript, deployment: &Deployment, names: &ToolNames) {
+    for exchange in transcript.of(EVIDENCE) {
+        for package in &deployment.packages {
+            let name = names.of(package.tool);
+            let offered = exchange.request.tool(name).unwrap_or_else(|| {
+                panic!(
+                    "{name} not offered to the evidence agent: {:?}",
+                    exchange.request.tool_names()
+                )
+            });
+            let listing = evidence_tool::mcp::tool_listing(
+                &evidence_package::Package::load(&package.dir).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                offered.description,
+                listing.description.as_deref().unwrap_or_default(),
+                "{name}"
+            );
+            assert_eq!(
+                offered.parameters,
+                Value::Object((*listing.input_schema).clone()),
+                "{name}"
+            );
+        }
+        let managed: Vec<_> = exchange
+            .request
+            .tool_names()
+            .into_iter()
+            .filter(|n| n.starts_with("managed_auto_oncall"))
+            .collect();
+        assert_eq!(managed.len(), 3, "{managed:?}");
+    }
+    for agent in [ORCHESTRATOR, ANALYST] {
+        for exchange in transcript.of(agent) {
+            let names = exchange.request.tool_names();
+            assert!(
+                names.iter().all(|n| !n.starts_with("managed_auto_oncall")),
+                "{agent} is offered {names:?}"
+            );
+        }
+    }
+    let refused = transcript.outcome(ANALYST_MANAGED_CALL);
+    assert!(
+        serde_json::from_str::<Details>(&refused.output).is_err(),
+        "the analyst's managed call was answered by a server: {}",
+        refused.output
+    );
+    // OpenCode answers the call itself, naming the tools the analyst has: none managed.
+    let available = refused
+        .output
+        .strip_prefix("Model tried to call unavailable tool")
+        .and_then(|rest| rest.split_once("Available tools:"))
+        .unwrap_or_else(|| panic!("not OpenCode's unavailable-tool answer: {}", refused.output))
+        .1;
+    assert!(
+        !available.contains("managed_auto_oncall"),
+        "{}",
+        refused.output
+    );
+}
+
+/// Each managed result the model read is exactly the tool's text; the rejection is
+/// corrected in the same turn with the same `queryId`; the audit logs hold one record
+/// per call that reached a server, and the providers saw the calls that were sent.
+fn check_managed_results(transcript: &Transcript, deployment: &Deployment) {
+    let calls: Vec<ManagedCall> = agents::first_pass()
+        .into_iter()
+        .chain(agents::second_pass())
+        .collect();
+    let mut results = BTreeMap::new();
+    for call in &calls {
+        let audit = deployment.package(call.tool).audit_records();
+        results.insert(call.id, check_managed(transcript, call, &audit));
+    }
+    for call in calls.iter().filter(|c| c.corrects.is_some()) {
+        let rejected = query_of(results[call.corrects.unwrap()].details());
+        let corrected = query_of(results[call.id].details());
+        assert_eq!(rejected.query_id, corrected.query_id, "{}", call.id);
+        let correction = rejected.correction.unwrap();
+        assert!(correction.allowed, "{}", call.id);
+    }
+    for package in &deployment.packages {
+        let made: Vec<_> = calls.iter().filter(|c| c.tool == package.tool).collect();
+        assert_eq!(
+            package.audit_records().len(),
+            made.len(),
+            "{}: one audit record per call that reached the server",
+            package.identity()
+        );
+        assert_eq!(
+            deployment.provider_queries(package.tool),
+            made.iter().filter(|c| c.sent).count(),
+            "{}: provider queries",
+            package.identity()
+        );
+    }
+}
+
+/// Each agent wrote its own files (schema-valid) and was refused the other's, which
+/// stayed as their owner wrote them.
+fn check_files(transcript: &Transcript, ws: &std::path::Path) {
+    for (agent, id) in [
+        (EVIDENCE, "p1_write_metrics"),
+        (EVIDENCE, "p1_write_output"),
+        (ANALYST, "a1_write_output"),
+        (ANALYST, "a1_write_report"),
+        (EVIDENCE, "p2_write_metrics"),
+        (EVIDENCE, "p2_write_output"),
+        (ANALYST, "a2_write_output"),
+        (ANALYST, "a2_write_report"),
+    ] {
+        assert_eq!(
+            transcript.outcome(id).output,
+            WROTE,
+            "{agent} could not write its own file ({id})"
+        );
+    }
+    let reader = ChildOutputReader::new().unwrap();
+    let evidence = reader.read_evidence(ws).unwrap();
+    assert!(
+        evidence.summary.starts_with("Pass 2"),
+        "{}",
+        evidence.summary
+    );
+    let analysis = reader
+        .read_analysis(ws, &DiagnosisContext::default().tidb_high_cpu())
+        .unwrap();
+    assert!(!analysis.needs_more_evidence);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join(REPORT_PATH)).unwrap()).unwrap();
+    assert_eq!(report["status"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(ws.join(EVIDENCE_AGENT_OUTPUT)).unwrap(),
+        written(transcript, "p2_write_output")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(ANALYST_OUTPUT)).unwrap(),
+        written(transcript, "a2_write_output")
+    );
+
+    for (refused, reread, owner_write) in [
+        (
+            ANALYST_WRITES_EVIDENCE,
+            ANALYST_REREADS_EVIDENCE,
+            "p1_write_output",
+        ),
+        (
+            EVIDENCE_WRITES_ANALYSIS,
+            EVIDENCE_REREADS_ANALYSIS,
+            "a1_write_output",
+        ),
+    ] {
+        let outcome = transcript.outcome(refused);
+        assert!(
+            outcome.output.starts_with(REFUSED),
+            "{refused}: {}",
+            outcome.output
+        );
+        let after = read_contents(&transcript.outcome(reread).output).unwrap();
+        assert_eq!(
+            after,
+            written(transcript, owner_write).trim_end(),
+            "{refused} changed the file"
+        );
+    }
+
+    // The extra pass reused the first pass's evidence: the file holds both.
+    let metrics: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join(METRICS_FILE)).unwrap()).unwrap();
+    assert_eq!(metrics["passes"], serde_json::json!([1, 2]));
+    let recorded: BTreeSet<&str> = metrics["results"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let made: BTreeSet<&str> = agents::first_pass()
+        .iter()
+        .chain(agents::second_pass().iter())
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(recorded, made);
+    for call in made {
+        assert!(
+            analysis.key_evidence.iter().any(|k| k.contains(call)),
+            "the conclusion does not cite {call}: {:?}",
+            analysis.key_evidence
+        );
+    }
+}
+
+/// The workflow as the orchestrator saw it: evidence, analysis asking for more, one
+/// extra evidence pass and one extra analyst pass, then the answer.
+fn check_workflow(transcript: &Transcript) {
+    assert_eq!(transcript.sessions(EVIDENCE).len(), 2);
+    assert_eq!(transcript.sessions(ANALYST).len(), 2);
+    let last = transcript.of(ORCHESTRATOR).last().copied().unwrap();
+    let observed = Protocol::new().observe(&last.request).unwrap();
+    let outcomes: Vec<&ChildOutcome> = observed
+        .run
+        .history()
+        .iter()
+        .filter_map(|s| match s {
+            Step::ReadOutput { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [
+                ChildOutcome::Evidence { .. },
+                ChildOutcome::Analysis {
+                    needs_more_evidence: true,
+                    ..
+                },
+                ChildOutcome::Evidence { .. },
+                ChildOutcome::Analysis {
+                    needs_more_evidence: false,
+                    ..
+                },
+            ]
+        ),
+        "{outcomes:?}"
+    );
+    let mut run = observed.run;
+    run.apply(Step::Answer).unwrap();
+    assert_eq!(run.conclusion(), Some(Conclusion::Answered));
+    assert_eq!(
+        last.reply,
+        Reply::text(observed.analysis.unwrap().final_response)
+    );
+}
+
+/// No secret is in the requests the model got, the replies, the workspace, OpenCode's
+/// home (its logs and session store), the audit logs or OpenCode's output.
+fn check_secrets(
+    transcript: &Transcript,
+    deployment: &Deployment,
+    roots: &[&std::path::Path],
+    run: &e2e::RunOutput,
+) {
+    let secrets = deployment.secret_values();
+    for exchange in &transcript.exchanges {
+        let text = exchange.request.body().to_string();
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret reached the model"
+            );
+        }
+    }
+    for text in [&run.stdout, &run.stderr] {
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret is in OpenCode's output"
+            );
+        }
+    }
+    let found = e2e::secrets_in_files(roots, &secrets);
+    assert!(
+        found.is_empty(),
+        "secrets in files: {:?}",
+        found
+            .iter()
+            .map(|(f, i)| (f, deployment.secret_names()[*i]))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Each serving process holds only its own package's variables: its own secrets, none
+/// of another package's, not the model's key or the signer's key id.
+fn check_environments(
+    deployment: &Deployment,
+    environs: &BTreeMap<String, BTreeMap<String, String>>,
+) {
+    let foreign_values: Vec<(&str, &str)> = deployment
+        .secrets
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .chain([(MODEL_KEY_ENV, MODEL_KEY)])
+        .collect();
+    for package in &deployment.packages {
+        let environ = environs
+            .get(&package.identity())
+            .unwrap_or_else(|| panic!("{}: environment not read", package.identity()));
+        let allowed = evidence_tool::mcp::server_variables(package.tool);
+        for name in environ.keys() {
+            assert!(
+                allowed.contains(&name.as_str()),
+                "{} serves with {name}",
+                package.identity()
+            );
+        }
+        for own in &package.own_secrets {
+            let value = &deployment.secrets.iter().find(|(n, _)| n == own).unwrap().1;
+            assert_eq!(
+                environ.get(*own),
+                Some(value),
+                "{}: {own}",
+                package.identity()
+            );
+        }
+        for (name, value) in &foreign_values {
+            if package.own_secrets.contains(name) {
+                continue;
+            }
+            assert!(
+                environ.values().all(|v| !v.contains(value)),
+                "{} holds {name}",
+                package.identity()
+            );
+        }
+        assert!(!environ.contains_key("EVIDENCE_SIGNING_KID"));
+    }
+}
+
+/// A child's output missing, then invalid after the one retry, ends in the protocol's
+/// insufficient-evidence reply naming the gap; the analyst is never called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_then_invalid_child_output_is_retried_once_then_reported() {
+    let generator = e2e::generator(&[]);
+    let markers = e2e::markers(&generator);
+    let model = ScriptedModel::start(script(
+        &markers,
+        vec![
+            (AgentRole::DiagnosisOrchestrator, Box::new(Protocol::new())),
+            (
+                AgentRole::EvidenceAgent,
+                Box::new(agents::failing_evidence_agent()),
+            ),
+        ],
+    ))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let ws = e2e::workspace(dir.path(), &generator, &model);
+    let cli = e2e::opencode(home.path(), &[(MODEL_KEY_ENV, MODEL_KEY.to_owned())]);
+    let (_, transcript) = e2e::diagnose(
+        cli,
+        &ws,
+        &model,
+        "Diagnose APID-29213: TiDB high CPU on SaaS01.",
+    )
+    .await;
+
+    assert_eq!(transcript.sessions(EVIDENCE).len(), 2);
+    assert!(transcript.of(ANALYST).is_empty());
+    let last = transcript.of(ORCHESTRATOR).last().copied().unwrap();
+    let observed = Protocol::new().observe(&last.request).unwrap();
+    let failures: Vec<ChildFailure> = observed
+        .run
+        .history()
+        .iter()
+        .filter_map(|s| match s {
+            Step::ReadOutput {
+                outcome: ChildOutcome::Failed { failure },
+                ..
+            } => Some(*failure),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failures,
+        [ChildFailure::Missing, ChildFailure::SchemaInvalid]
+    );
+    let Reply::Text(answer) = &last.reply else {
+        panic!("the orchestrator ended with {:?}", last.reply)
+    };
+    assert!(answer.starts_with(INSUFFICIENT_EVIDENCE_REPLY), "{answer}");
+    assert!(answer.contains(EVIDENCE_AGENT_OUTPUT), "{answer}");
+    let mut run_state = observed.run;
+    run_state
+        .apply(Step::InsufficientEvidence {
+            gaps: vec![EVIDENCE_AGENT_OUTPUT.to_owned()],
+            next_steps: vec!["rerun".to_owned()],
+        })
+        .unwrap();
+    assert_eq!(
+        run_state.conclusion(),
+        Some(Conclusion::InsufficientEvidence)
+    );
+}
