@@ -374,7 +374,8 @@ impl ManusConnector {
             return Err(bootstrap_failure(
                 manus_session_http(raw.status),
                 format!(
-                    "the session bootstrap was refused with HTTP {}: {}",
+                    "the session bootstrap POST {} was refused with HTTP {}: {}",
+                    redactor.redact(url.path()),
                     raw.status,
                     body_text(&raw, redactor)
                 ),

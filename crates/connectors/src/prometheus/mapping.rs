@@ -144,10 +144,13 @@ impl ResponseMapper {
     ) -> Result<Evidence, Failure> {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
+            let path = response.url().path().to_owned();
             let raw = read_capped(response, max_body_bytes.min(MAX_HELD_BYTES))
                 .await
                 .map_err(|e| self.failure(&e))?;
-            return self.typed_evidence(&raw, compaction, sanitizer);
+            return self
+                .typed_evidence(&raw, compaction, sanitizer)
+                .map_err(|f| self.naming_path(f, &path));
         }
         let content_type = response
             .headers()
@@ -375,6 +378,21 @@ impl ResponseMapper {
             .with_correction(self.correction(code.class(), None))
     }
 
+    /// `failure` with the path the provider answered 404 to named in its text, so a
+    /// wrong base URL or path template shows which path was tried (Prometheus' own
+    /// answer is only "404 page not found"). Other failures are returned unchanged.
+    pub(crate) fn naming_path(&self, mut failure: Failure, path: &str) -> Failure {
+        if failure.error.http_status == Some(404) {
+            failure.detail_error = format!(
+                "the provider has no path {} (HTTP 404; check the base URL and path this \
+                 package is deployed with): {}",
+                self.redactor.redact(path),
+                failure.detail_error
+            );
+        }
+        failure
+    }
+
     /// The failure for a connector error (transport, cap, sanitizing, request).
     pub fn failure(&self, error: &ConnectorError) -> Failure {
         let detail = self.redactor.redact(&error.to_string());
@@ -511,6 +529,30 @@ mod tests {
             &Compaction::default(),
             &KeepLabels,
         )
+    }
+
+    #[test]
+    fn a_404_names_the_path_and_other_failures_are_unchanged() {
+        let missing = map(404, "404 page not found\n").unwrap_err();
+        let named = mapper().naming_path(missing.clone(), "/clusters/SaaS01/api/v1/query_range");
+        assert!(
+            named.detail_error.starts_with(
+                "the provider has no path /clusters/SaaS01/api/v1/query_range (HTTP 404"
+            ),
+            "{}",
+            named.detail_error
+        );
+        assert!(named.detail_error.ends_with(&missing.detail_error));
+        assert_eq!(named.error, missing.error);
+        // A secret in the path is redacted like the rest of the text.
+        let secret = mapper().naming_path(missing, "/t/tok-123456789/x");
+        assert!(!secret.detail_error.contains("tok-123456789"));
+        let unavailable = map(
+            503,
+            r#"{"status":"error","errorType":"unavailable","error":"down"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(mapper().naming_path(unavailable.clone(), "/x"), unavailable);
     }
 
     proptest! {

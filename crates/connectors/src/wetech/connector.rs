@@ -290,15 +290,14 @@ async fn drive(
             Err(Box::new(login_failure(config, client, &at, redactor).await))
         }
         Opened::Failed(e) => Err(Box::new(prepared.mapper.failure(&e))),
-        Opened::Response(mut body) => {
-            query_evidence(
-                &prepared.mapper,
-                &mut body,
-                config.limits.max_body_bytes,
-                &compaction,
-            )
-            .await
-        }
+        Opened::Response(mut body) => query_evidence(
+            &prepared.mapper,
+            &mut body,
+            config.limits.max_body_bytes,
+            &compaction,
+        )
+        .await
+        .map_err(|f| Box::new(prepared.mapper.naming_path(*f, url.path()))),
     }
 }
 

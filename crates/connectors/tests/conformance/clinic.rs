@@ -309,3 +309,24 @@ async fn another_packages_request_is_refused() {
     );
     assert!(h.front.requests().is_empty());
 }
+
+/// A path template the provider does not serve (a plain Prometheus behind the default
+/// Clinic path, a wrong prefix) answers 404: the item's text names the path that was
+/// tried, not only the provider's "404 page not found".
+#[tokio::test]
+async fn a_404_names_the_path_it_tried() {
+    let h = ClinicHarness::start().await;
+    let request = cases::locked(&h, &apid_policy(&h), TIDB_CPU.name, TIDB_CPU.expr);
+    let config = h
+        .config(ResponseLimits::default())
+        .with_query_path_template("/clusters/{cluster_id}/api/v1/query_range");
+    let result = checked(&h, h.call(&request, &config).await);
+    let item = &result.details().items[0];
+    let error = item.error.as_ref().unwrap();
+    assert_eq!(error.code, ErrorCode::http(Provider::Clinic, 404));
+    let text = item.detail_error.as_deref().unwrap();
+    assert!(
+        text.starts_with("the provider has no path /clusters/SaaS01/api/v1/query_range (HTTP 404"),
+        "{text}"
+    );
+}

@@ -566,6 +566,12 @@ async fn session_bootstrap_failures() {
     assert_eq!(v.code(), "manus_session_http_401");
     assert_eq!(v.error().http_status, Some(401));
     assert!(v.detail().contains("invalid_credentials"), "{}", v.detail());
+    assert!(
+        v.detail()
+            .starts_with("the session bootstrap POST /api/v1/session was refused"),
+        "{}",
+        v.detail()
+    );
     assert!(!v.detail().contains("manus-wrong-password"));
     assert!(!v.correction().allowed);
 
@@ -593,6 +599,21 @@ async fn session_bootstrap_failures() {
         (FailureClass::SessionBootstrap, "manus_session_timeout")
     );
     vida.login_faults().clear();
+    // A session path the provider does not serve (a plain Prometheus has none): the
+    // 404 names the path that was tried.
+    let mut elsewhere = both.config();
+    elsewhere.session_path = "/api/v2/login".to_owned();
+    let v = view(&both.call(&request, &elsewhere, &keys).await);
+    assert_eq!(
+        (v.class(), v.code()),
+        (FailureClass::SessionBootstrap, "manus_session_http_404")
+    );
+    assert!(
+        v.detail()
+            .starts_with("the session bootstrap POST /api/v2/login was refused with HTTP 404"),
+        "{}",
+        v.detail()
+    );
     assert_eq!(query_requests(), 0, "no query without a session");
 
     // A session that the query route does not accept: authentication, no retry.
