@@ -141,6 +141,10 @@ async fn clinic_front(
                                   "step": format!("{}s", query.step_seconds), "unit": "cores"}]}),
         env: vec![
             ("CLINIC_BASE_URL", front.base_url()),
+            (
+                "CLINIC_QUERY_PATH_TEMPLATE",
+                support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+            ),
             ("CLINIC_API_TOKEN", token),
         ],
         policy: json!({"provider": "clinic", "package": "managed_auto_oncall_clinic",

@@ -91,6 +91,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
                 "EVIDENCE_POLICY_KEYS": keys,
                 "EVIDENCE_AUDIT_LOG": dir.path().join("audit.jsonl"),
                 "CLINIC_BASE_URL": front.base_url(),
+                "CLINIC_QUERY_PATH_TEMPLATE": support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
                 "CLINIC_API_TOKEN": token,
             },
         }));

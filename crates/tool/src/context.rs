@@ -15,7 +15,8 @@ pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
 pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
 /// The Clinic API base URL (deployment configuration).
 pub const CLINIC_BASE_URL_ENV: &str = "CLINIC_BASE_URL";
-/// The Clinic `query_range` path template (deployment configuration, optional).
+/// The Clinic `query_range` path template, `{cluster_id}` in it (deployment
+/// configuration, required: there is no default path).
 pub const CLINIC_QUERY_PATH_TEMPLATE_ENV: &str = "CLINIC_QUERY_PATH_TEMPLATE";
 /// The base URL of the Manus `vida` target (deployment configuration).
 pub const MANUS_VIDA_URL_ENV: &str = "MANUS_VIDA_URL";
@@ -130,8 +131,8 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         CLINIC_QUERY_PATH_TEMPLATE_ENV,
         ReadBy::Clinic,
         SetBy::Deployment,
-        false,
-        "cluster-scoped `query_range` path template",
+        true,
+        "cluster-scoped `query_range` path below the base URL, with `{cluster_id}` (no default)",
     ),
     var(
         ClinicSecrets::TOKEN_ENV,

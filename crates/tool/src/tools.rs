@@ -130,10 +130,10 @@ impl PackageTool for ClinicTool {
         context: &RuntimeContext,
     ) -> Result<Transport<ClinicConnector>, RuntimeFailure> {
         let base = url_of(CLINIC_BASE_URL_ENV, required(context, CLINIC_BASE_URL_ENV)?)?;
-        let mut config = ClinicConfig::new(base, allowlist(package)?);
-        if let Some(template) = optional(context, CLINIC_QUERY_PATH_TEMPLATE_ENV)? {
-            config = config.with_query_path_template(template);
-        }
+        // No default path: a template the provider does not serve would only show as 404s.
+        let template = required(context, CLINIC_QUERY_PATH_TEMPLATE_ENV)?;
+        let config =
+            ClinicConfig::new(base, allowlist(package)?).with_query_path_template(template);
         let secrets = ClinicSecrets::new(secret(context, ClinicSecrets::TOKEN_ENV)?);
         Ok(Transport {
             connector: http(ClinicConnector::new())?,

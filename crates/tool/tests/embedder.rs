@@ -39,6 +39,10 @@ fn in_memory(signed: &Signed, base_url: &str, audit: &Path) -> RuntimeContext {
         .with_keys(signed.keys.parse::<KeyRing>().unwrap())
         .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
         .with_config("CLINIC_BASE_URL", base_url)
+        .with_config(
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
+        )
         .with_audit_log(audit)
 }
 
@@ -77,6 +81,10 @@ async fn a_context_built_in_memory_runs_the_binary_s_call_and_fails_alike() {
     // The packaged binary, with its environment.
     let mut env = runtime_env(&signed, &audit);
     env.push(("CLINIC_BASE_URL", front.base_url()));
+    env.push((
+        "CLINIC_QUERY_PATH_TEMPLATE",
+        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+    ));
     env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
     let bin = entrypoint(&folder);
     let (code, out, err) = tokio::task::spawn_blocking({
@@ -108,7 +116,11 @@ async fn a_context_built_in_memory_runs_the_binary_s_call_and_fails_alike() {
             RuntimeContext::new()
                 .with_envelope_file(&signed.envelope)
                 .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-                .with_config("CLINIC_BASE_URL", front.base_url()),
+                .with_config("CLINIC_BASE_URL", front.base_url())
+                .with_config(
+                    "CLINIC_QUERY_PATH_TEMPLATE",
+                    test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
+                ),
             "EVIDENCE_POLICY_KEYS",
         ),
         (
@@ -121,6 +133,12 @@ async fn a_context_built_in_memory_runs_the_binary_s_call_and_fails_alike() {
             "no base URL",
             in_memory(&signed, &front.base_url(), &audit).with_config("CLINIC_BASE_URL", ""),
             "CLINIC_BASE_URL",
+        ),
+        (
+            "no path template",
+            in_memory(&signed, &front.base_url(), &audit)
+                .with_config("CLINIC_QUERY_PATH_TEMPLATE", ""),
+            "CLINIC_QUERY_PATH_TEMPLATE",
         ),
     ];
     for (case, context, dropped) in cases {
@@ -169,7 +187,11 @@ async fn a_static_canary_package_runs_without_envelope_or_keys_and_says_so() {
 
     let context = RuntimeContext::new()
         .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-        .with_config("CLINIC_BASE_URL", front.base_url());
+        .with_config("CLINIC_BASE_URL", front.base_url())
+        .with_config(
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
+        );
     let sandbox = Sandbox::<ClinicTool>::new(package, context).unwrap();
     sandbox.readiness().unwrap();
     let (result, _) = sandbox.answer(&args()).await.unwrap();
@@ -198,7 +220,11 @@ async fn a_static_canary_package_runs_without_envelope_or_keys_and_says_so() {
     .unwrap();
     let context = RuntimeContext::new()
         .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-        .with_config("CLINIC_BASE_URL", front.base_url());
+        .with_config("CLINIC_BASE_URL", front.base_url())
+        .with_config(
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
+        );
     let sandbox = Sandbox::<ClinicTool>::new(package, context).unwrap();
     let (result, _) = sandbox.answer(&args()).await.unwrap();
     assert_eq!(

@@ -80,6 +80,10 @@ impl Clinic {
     fn env(&self) -> Vec<(&'static str, String)> {
         let mut env = runtime_env(&self.signed, &self.audit());
         env.push(("CLINIC_BASE_URL", self.front.base_url()));
+        env.push((
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ));
         env.push(("CLINIC_API_TOKEN", self.token.to_owned()));
         env
     }
@@ -215,6 +219,10 @@ async fn clinic_v2_and_v3_each_run_their_own_binary() {
     let v2_audit = dir.join("v2-audit.jsonl");
     let mut v2_env = runtime_env(&v2_signed, &v2_audit);
     v2_env.push(("CLINIC_BASE_URL", clinic.front.base_url()));
+    v2_env.push((
+        "CLINIC_QUERY_PATH_TEMPLATE",
+        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+    ));
     v2_env.push(("CLINIC_API_TOKEN", clinic.token.to_owned()));
 
     // Each folder's own binary runs under its own revision and digest.
@@ -322,6 +330,13 @@ async fn runtime_context_failures_are_results_with_one_audit_record_each() {
         (
             "base URL unset",
             unset("CLINIC_BASE_URL"),
+            "tool_config_invalid",
+            FailureClass::Readiness,
+        ),
+        (
+            // No default path: the deployment names Clinic's path.
+            "path template unset",
+            unset("CLINIC_QUERY_PATH_TEMPLATE"),
             "tool_config_invalid",
             FailureClass::Readiness,
         ),

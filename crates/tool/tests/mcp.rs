@@ -236,6 +236,10 @@ async fn the_python_sdk_lists_and_calls_each_package_server_over_three_protocol_
     let clinic_audit = clinic_dir.join("audit.jsonl");
     let mut clinic_env = runtime_env(&clinic_signed, &clinic_audit);
     clinic_env.push(("CLINIC_BASE_URL", clinic_front.base_url()));
+    clinic_env.push((
+        "CLINIC_QUERY_PATH_TEMPLATE",
+        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+    ));
     clinic_env.push(("CLINIC_API_TOKEN", clinic_token.to_owned()));
 
     // Manus on the vida target.
@@ -730,6 +734,10 @@ fn one_server_answers_every_call_with_a_result_whatever_the_arguments() {
         .unwrap();
     let mut env = runtime_env(&signed, &audit);
     env.push(("CLINIC_BASE_URL", format!("http://{closed}")));
+    env.push((
+        "CLINIC_QUERY_PATH_TEMPLATE",
+        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+    ));
     env.push(("CLINIC_API_TOKEN", "proptest-clinic-token-01".to_owned()));
     let mut wire = Wire::start_with(&entrypoint(&clinic), &env);
     let init = wire.request(
@@ -793,6 +801,10 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
         ),
         ("EVIDENCE_POLICY_KEYS", policy_keys()),
         ("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()),
+        (
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ),
         ("CLINIC_API_TOKEN", "own-clinic-token-0001".to_owned()),
         ("HOME", "/tmp".to_owned()),
     ];
@@ -884,6 +896,10 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
     );
     let mut env = runtime_env(&signed, &dir.path().join("audit.jsonl"));
     env.push(("CLINIC_BASE_URL", front.base_url()));
+    env.push((
+        "CLINIC_QUERY_PATH_TEMPLATE",
+        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+    ));
     env.push(("CLINIC_API_TOKEN", token.to_owned()));
     let bin = entrypoint(&clinic);
     let (elapsed, results) = blocking(move || {

@@ -64,6 +64,10 @@ impl Setup {
         };
         let mut env = runtime_env(&signed, &self.dir.path().join("audit.jsonl"));
         env.push(("CLINIC_BASE_URL", self.front.base_url()));
+        env.push((
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ));
         env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
         env
     }

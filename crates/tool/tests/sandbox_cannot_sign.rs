@@ -104,6 +104,10 @@ async fn no_sandbox_material_signs_a_policy_the_tool_accepts() {
             &audit,
         );
         env.push(("CLINIC_BASE_URL", front.base_url()));
+        env.push((
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ));
         env.push(("CLINIC_API_TOKEN", token.to_owned()));
         env
     };

@@ -189,7 +189,13 @@ impl Deployment {
                 "v3",
                 crate::support::CLINIC_TOOL,
                 json!({}),
-                vec![("CLINIC_BASE_URL", clinic_front.base_url())],
+                vec![
+                    ("CLINIC_BASE_URL", clinic_front.base_url()),
+                    (
+                        "CLINIC_QUERY_PATH_TEMPLATE",
+                        ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+                    ),
+                ],
                 vec!["CLINIC_API_TOKEN"],
             ),
             (

@@ -250,6 +250,10 @@ pub fn ready_env(identity: &str) -> Vec<(&'static str, String)> {
     match identity {
         "managed_auto_oncall_clinic" => {
             env.push(("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()));
+            env.push((
+                "CLINIC_QUERY_PATH_TEMPLATE",
+                test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+            ));
             env.push(("CLINIC_API_TOKEN", "ready-clinic-token-0001".to_owned()));
         }
         "managed_auto_oncall_manus" => {
