@@ -95,12 +95,18 @@ fn config() -> Result<(ClientConfig, Arc<LazyPlatformVerifier>), ConnectorError>
     Ok((config, verifier))
 }
 
+/// A client builder with this module's TLS. Every client of the connectors starts here:
+/// a packaged binary links no process-wide default provider, so a client built from
+/// `reqwest::Client::builder()` alone would panic when it is built.
+pub(crate) fn client_builder() -> Result<reqwest::ClientBuilder, ConnectorError> {
+    let (tls, _) = config()?;
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+}
+
 /// The HTTP client of the HTTP connectors: redirects are never followed; TLS as the
 /// module documentation says.
 pub(crate) fn http_client() -> Result<reqwest::Client, ConnectorError> {
-    let (tls, _) = config()?;
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
+    client_builder()?
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(ConnectorError::from_reqwest)

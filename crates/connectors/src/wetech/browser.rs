@@ -191,7 +191,8 @@ impl SpawnedDriver {
     }
 
     async fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
+            .map_err(|e| e.to_string())?
             .timeout(Duration::from_secs(2))
             .no_proxy()
             .build()
