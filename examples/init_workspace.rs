@@ -9,16 +9,19 @@
 //!
 //! Without `--skills` the fixture skills tree of the `opencode-workspace` crate is used;
 //! without `--catalog` the built-in catalog. `--task-tool detect` asks the installed
-//! OpenCode (`--opencode`, else `opencode` on `PATH`) whether the orchestrator gets the
-//! Task tool and writes the three agents or the single-agent fallback accordingly.
-//! `--mcp` registers a local MCP server (one per managed tool package, e.g.
-//! `managed_auto_oncall_clinic=/opt/managed/clinic_tool`).
+//! OpenCode (`--opencode`, else `OPENCODE_BIN`, else `opencode` on `PATH`) whether the
+//! orchestrator gets the Task tool and writes the three agents or the single-agent
+//! fallback accordingly. `--mcp` registers a local MCP server (one per managed tool
+//! package, e.g. `managed_auto_oncall_clinic=/srv/clinic-v3/bin/clinic-tool`);
+//! `--mcp-arg` and `--mcp-env` add to a server that `--mcp` registers, and naming any
+//! other server is an error.
 //!
 //! Edit permissions name the files as OpenCode sees them from its worktree (the git root,
 //! or `/` outside any repository), so the workspace is generated where it will be used;
 //! after moving it, run this again. Running it again in place is a no-op; generated
 //! files someone edited are reported as conflicts and nothing is written.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,7 +35,18 @@ const DEFAULT_SKILLS: &str = concat!(
     "/crates/opencode-workspace/tests/fixtures/agentkit/skills"
 );
 
-const USAGE: &str = "usage: init_workspace <dir> [--skills <agentkit/skills>] [--catalog <SKILL_CATALOG.md>] [--task-tool detect|load-skills|prompt|none] [--opencode <path>] [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...";
+/// The variable naming the `opencode` program when `--opencode` is not given.
+const OPENCODE_BIN_ENV: &str = "OPENCODE_BIN";
+
+const USAGE: &str = "\
+usage: init_workspace <dir> [--skills <agentkit/skills>] [--catalog <agentkit/config/SKILL_CATALOG.md>]
+         [--task-tool detect|load-skills|prompt|none] [--opencode <path>]
+         [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...
+  --skills     the skills tree (default: the fixture tree of crates/opencode-workspace)
+  --catalog    the skill catalog source (default: the built-in Investibook catalog)
+  --task-tool  the delegation form (default: prompt); detect asks the installed OpenCode
+  --opencode   the opencode program for detect (default: $OPENCODE_BIN, else opencode on PATH)
+  --mcp        registers a local MCP server; --mcp-arg and --mcp-env add to a registered one";
 
 enum TaskTool {
     Detect,
@@ -50,27 +64,41 @@ struct Args {
     mcp_env: Vec<(String, String, String)>,
 }
 
-fn pair(value: Option<String>, flag: &str) -> Result<(String, String), String> {
-    value
-        .as_deref()
-        .and_then(|v| v.split_once('='))
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-        .ok_or_else(|| format!("{flag} takes <name>=<value>"))
+/// What the command line asks for: a workspace, or the usage.
+enum Parsed {
+    Run(Args),
+    Help,
 }
 
-fn parse_args() -> Result<Args, String> {
+fn pair(value: Option<&str>, flag: &str, form: &str) -> Result<(String, String), String> {
+    value
+        .and_then(|v| v.split_once('='))
+        .filter(|(name, _)| !name.is_empty())
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .ok_or_else(|| format!("{flag} takes {form}, got {:?}", value.unwrap_or_default()))
+}
+
+/// The program `--task-tool detect` asks: `--opencode`, else `OPENCODE_BIN`, else
+/// `opencode` on `PATH`.
+fn default_opencode() -> PathBuf {
+    std::env::var_os(OPENCODE_BIN_ENV)
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("opencode"), PathBuf::from)
+}
+
+fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     let mut args = Args {
         dir: PathBuf::new(),
         skills: PathBuf::from(DEFAULT_SKILLS),
         catalog: None,
         task_tool: TaskTool::Fixed(TaskSupport::PromptList),
-        opencode: PathBuf::from("opencode"),
+        opencode: default_opencode(),
         mcp: Vec::new(),
         mcp_args: Vec::new(),
         mcp_env: Vec::new(),
     };
     let mut dir = None;
-    let mut items = std::env::args().skip(1);
+    let mut items = items.into_iter();
     while let Some(arg) = items.next() {
         match arg.as_str() {
             "--skills" => {
@@ -106,20 +134,57 @@ fn parse_args() -> Result<Args, String> {
                     }
                 };
             }
-            "--mcp" => args.mcp.push(pair(items.next(), "--mcp")?),
-            "--mcp-arg" => args.mcp_args.push(pair(items.next(), "--mcp-arg")?),
+            "--mcp" => args
+                .mcp
+                .push(pair(items.next().as_deref(), "--mcp", "<name>=<command>")?),
+            "--mcp-arg" => {
+                args.mcp_args
+                    .push(pair(items.next().as_deref(), "--mcp-arg", "<name>=<arg>")?)
+            }
             "--mcp-env" => {
-                let (name, assignment) = pair(items.next(), "--mcp-env")?;
-                let (key, value) = pair(Some(assignment), "--mcp-env")?;
+                let form = "<name>=<KEY>=<VALUE>";
+                let value = items.next();
+                let (name, assignment) = pair(value.as_deref(), "--mcp-env", form)?;
+                let (key, value) = pair(Some(&assignment), "--mcp-env", form).map_err(|_| {
+                    format!(
+                        "--mcp-env takes {form}, got {:?}",
+                        value.unwrap_or_default()
+                    )
+                })?;
                 args.mcp_env.push((name, key, value));
             }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
+            "-h" | "--help" => return Ok(Parsed::Help),
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
-            other => return Err(format!("unexpected argument {other:?}\n{USAGE}")),
+            other => return Err(format!("unexpected argument {other:?}")),
         }
     }
-    args.dir = dir.ok_or(USAGE)?;
-    Ok(args)
+    args.dir = dir.ok_or("no workspace folder given")?;
+    check_server_names(&args)?;
+    Ok(Parsed::Run(args))
+}
+
+/// Every `--mcp-arg` and `--mcp-env` names a server that `--mcp` registers: a misspelled
+/// name would otherwise register the server without its arguments or variables.
+fn check_server_names(args: &Args) -> Result<(), String> {
+    let registered: Vec<&str> = args.mcp.iter().map(|(name, _)| name.as_str()).collect();
+    let named = args
+        .mcp_args
+        .iter()
+        .map(|(name, _)| ("--mcp-arg", name))
+        .chain(args.mcp_env.iter().map(|(name, _, _)| ("--mcp-env", name)));
+    for (flag, name) in named {
+        if !registered.contains(&name.as_str()) {
+            let known = if registered.is_empty() {
+                "no --mcp was given".to_owned()
+            } else {
+                format!("registered: {}", registered.join(", "))
+            };
+            return Err(format!(
+                "{flag} names the server {name:?}, which no --mcp registers ({known})"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn options(
@@ -140,6 +205,29 @@ fn options(
     Ok(options)
 }
 
+/// The layout to write: the one `--task-tool` fixes, or the one the installed OpenCode's
+/// answer calls for.
+fn task_support(args: &Args) -> Result<TaskSupport, Box<dyn std::error::Error>> {
+    match args.task_tool {
+        TaskTool::Fixed(support) => Ok(support),
+        TaskTool::Detect => {
+            let probe = detect_task_support(&OpenCodeCli::new(&args.opencode), &args.dir).map_err(|e| {
+                format!(
+                    "{e}\n--task-tool detect runs {}: name the opencode program with --opencode <path> \
+                     or {OPENCODE_BIN_ENV} (npm install opencode-ai installs it), or choose the form \
+                     with --task-tool prompt|none",
+                    args.opencode.display()
+                )
+            })?;
+            println!(
+                "OpenCode gives diagnosis-orchestrator the task tool: {}",
+                probe.report.has_tool("task")
+            );
+            Ok(probe.support)
+        }
+    }
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&args.dir)?;
     let skills = SkillsTree::load(&args.skills)?;
@@ -147,17 +235,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => SkillCatalog::load(path)?,
         None => SkillCatalog::investibook()?,
     };
-    let support = match args.task_tool {
-        TaskTool::Fixed(support) => support,
-        TaskTool::Detect => {
-            let probe = detect_task_support(&OpenCodeCli::new(&args.opencode), &args.dir)?;
-            println!(
-                "OpenCode gives diagnosis-orchestrator the task tool: {}",
-                probe.report.has_tool("task")
-            );
-            probe.support
-        }
-    };
+    let support = task_support(args)?;
     let generator = Generator::new(&catalog, &skills, options(args, support)?)?;
     let report = generator.write(&args.dir)?;
     println!("workspace: {}", args.dir.display());
@@ -177,26 +255,38 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for path in &report.stale {
         println!("  left in place (no longer used) {path}");
     }
-    if let Some(notice) = report.notice() {
-        println!("NOTE: {notice}");
+    match (&args.task_tool, report.notice()) {
+        // Chosen on the command line, not found missing: say so.
+        (TaskTool::Fixed(TaskSupport::Unavailable), Some(_)) => println!(
+            "NOTE: Multi-agent diagnosis is not in effect: --task-tool none writes the \
+             single-agent fallback, so a single agent runs the whole diagnosis."
+        ),
+        (_, Some(notice)) => println!("NOTE: {notice}"),
+        (_, None) => {}
     }
     println!("open it with: cd {} && opencode", args.dir.display());
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
+    let items = std::env::args_os()
+        .skip(1)
+        .map(|a: OsString| a.to_string_lossy().into_owned());
+    match parse_args(items) {
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
         }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+        Ok(Parsed::Run(args)) => match run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(message) => {
+            eprintln!("init_workspace: {message}\n{USAGE}");
+            ExitCode::from(2)
         }
     }
 }

@@ -566,7 +566,7 @@ fn check_mcp_servers(options: &GenerateOptions) -> Result<(), WorkspaceError> {
                 reason: format!(
                     "the tools of server {} ({}) match no evidence tool pattern, so evidence-agent could not use them",
                     server.name(),
-                    server.tool_name("<tool>")
+                    server.tool_names()
                 ),
             });
         }

@@ -98,6 +98,12 @@ impl McpServer {
         format!("{}_{tool}", self.name)
     }
 
+    /// How OpenCode names every tool of this server, for people to read:
+    /// `<server>_<tool>` with the server's name, e.g. `managed_auto_oncall_clinic_<tool>`.
+    pub(crate) fn tool_names(&self) -> String {
+        format!("{}_<tool>", self.name)
+    }
+
     /// The `mcp.<name>` JSON value:
     /// `{"type": "local", "command": [command, args...], "environment": {...}, "enabled": true}`.
     pub(crate) fn to_json(&self) -> Json {
@@ -133,5 +139,10 @@ mod tests {
             assert!(McpServer::new(bad, "x").is_err(), "{bad}");
         }
         assert!(McpServer::new("x", " ").is_err());
+        // Said to people as written, not as a sanitized tool name (`clinic__tool_`).
+        assert_eq!(
+            McpServer::new("clinic", "x").unwrap().tool_names(),
+            "clinic_<tool>"
+        );
     }
 }
