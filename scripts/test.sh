@@ -18,6 +18,8 @@ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || 
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# curl: the README's Clinic demo waits for Prometheus' /-/ready with it (tests/readme).
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 dpkg -s ca-certificates >/dev/null 2>&1 || missing+=(ca-certificates)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -31,7 +33,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 else
-  say "system packages present: prometheus, promtool, chromium, chromedriver, python3"
+  say "system packages present: prometheus, promtool, chromium, chromedriver, python3, curl"
 fi
 
 # The real OpenCode the workspace tests run, pinned, project-local (gitignored). The tests

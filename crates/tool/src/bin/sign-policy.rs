@@ -31,10 +31,12 @@ use evidence_result::Digest;
 use evidence_tool::context::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
 use secrecy::{ExposeSecret as _, SecretString};
 
-const USAGE: &str = "usage: sign-policy (--package-dir DIR | --package-digest sha256:HEX) \
-[--kid ID] [--key BASE64 | --key-file PATH] < policy.json (key also from EVIDENCE_SIGNING_KID / \
-EVIDENCE_SIGNING_KEY)\n       sign-policy --generate-key --kid ID --key-file PATH\n       \
-sign-policy --public-key [--kid ID] [--key BASE64 | --key-file PATH]";
+const USAGE: &str = "\
+usage: sign-policy (--package-dir DIR | --package-digest sha256:HEX) [--kid ID]
+                   [--key BASE64 | --key-file PATH] < policy.json > envelope.json
+       sign-policy --generate-key --kid ID --key-file PATH
+       sign-policy --public-key [--kid ID] [--key BASE64 | --key-file PATH]
+  the key id and the key also come from EVIDENCE_SIGNING_KID and EVIDENCE_SIGNING_KEY";
 
 fn main() {
     if let Err(e) = run() {

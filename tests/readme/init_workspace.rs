@@ -1,0 +1,125 @@
+//! What the README says `init_workspace` does with a wrong command line: a server name
+//! that no `--mcp` registers, a `--mcp-env` without its variable, a server name the
+//! evidence agent's tool pattern does not match, and an `opencode` that cannot start
+//! are each an error that says what to give instead.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::PoisonError;
+
+use crate::ONE_AT_A_TIME;
+use crate::session::built;
+
+/// The example as `cargo run --example init_workspace` builds it.
+fn init_workspace() -> PathBuf {
+    built(&["--example", "init_workspace"])
+        .into_iter()
+        .find(|(name, _)| name == "init_workspace")
+        .map(|(_, path)| path)
+        .unwrap_or_else(|| panic!("cargo built no init_workspace"))
+}
+
+/// Runs it with `args` (and `OPENCODE_BIN` removed): exit code and standard error.
+fn run(program: &PathBuf, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(program)
+        .args(args)
+        .env_remove("OPENCODE_BIN")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_wrong_command_line_says_what_to_give_instead() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let program = init_workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let ws = ws.to_str().unwrap();
+    let clinic = "managed_auto_oncall_clinic=/srv/clinic-v3/bin/clinic-tool";
+
+    // A misspelled server name in --mcp-arg or --mcp-env is an error, not a server
+    // registered without its argument or variable.
+    let (code, err) = run(
+        &program,
+        &[
+            ws,
+            "--mcp",
+            clinic,
+            "--mcp-arg",
+            "managed_auto_oncall_clinc=--mcp",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(r#"--mcp-arg names the server "managed_auto_oncall_clinc", which no --mcp registers (registered: managed_auto_oncall_clinic)"#),
+        "{err}"
+    );
+    let (code, err) = run(
+        &program,
+        &[
+            ws,
+            "--mcp-env",
+            "managed_auto_oncall_clinic=CLINIC_BASE_URL=x",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("(no --mcp was given)"), "{err}");
+
+    // --mcp-env states its whole format.
+    let (code, err) = run(
+        &program,
+        &[
+            ws,
+            "--mcp",
+            clinic,
+            "--mcp-env",
+            "managed_auto_oncall_clinic=CLINIC_BASE_URL",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--mcp-env takes <name>=<KEY>=<VALUE>"),
+        "{err}"
+    );
+
+    // A server name whose tools the evidence agent may not use is named as people read it.
+    let (code, err) = run(
+        &program,
+        &[ws, "--mcp", "clinic=/srv/clinic-v3/bin/clinic-tool"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("(clinic_<tool>)") && !err.contains("__tool_"),
+        "{err}"
+    );
+
+    // An opencode that cannot start: the error names --opencode and OPENCODE_BIN.
+    for args in [
+        vec![
+            ws,
+            "--task-tool",
+            "detect",
+            "--opencode",
+            "/nonexistent/opencode",
+        ],
+        vec![ws, "--task-tool", "detect"],
+    ] {
+        let mut command = Command::new(&program);
+        command
+            .args(&args)
+            .env("PATH", "/nonexistent")
+            .env_remove("OPENCODE_BIN");
+        let out = command.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("cannot start"), "{err}");
+        assert!(
+            err.contains("--opencode <path>") && err.contains("OPENCODE_BIN"),
+            "{err}"
+        );
+    }
+}
