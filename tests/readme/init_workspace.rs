@@ -41,61 +41,56 @@ fn a_wrong_command_line_says_what_to_give_instead() {
     let ws = ws.to_str().unwrap();
     let clinic = "managed_auto_oncall_clinic=/srv/clinic-v3/bin/clinic-tool";
 
-    // A misspelled server name in --mcp-arg or --mcp-env is an error, not a server
-    // registered without its argument or variable.
-    let (code, err) = run(
-        &program,
-        &[
-            ws,
-            "--mcp",
-            clinic,
-            "--mcp-arg",
-            "managed_auto_oncall_clinc=--mcp",
-        ],
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains(r#"--mcp-arg names the server "managed_auto_oncall_clinc", which no --mcp registers (registered: managed_auto_oncall_clinic)"#),
-        "{err}"
-    );
-    let (code, err) = run(
-        &program,
-        &[
-            ws,
-            "--mcp-env",
-            "managed_auto_oncall_clinic=CLINIC_BASE_URL=x",
-        ],
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("(no --mcp was given)"), "{err}");
-
-    // --mcp-env states its whole format.
-    let (code, err) = run(
-        &program,
-        &[
-            ws,
-            "--mcp",
-            clinic,
-            "--mcp-env",
-            "managed_auto_oncall_clinic=CLINIC_BASE_URL",
-        ],
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("--mcp-env takes <name>=<KEY>=<VALUE>"),
-        "{err}"
-    );
-
-    // A server name whose tools the evidence agent may not use is named as people read it.
-    let (code, err) = run(
-        &program,
-        &[ws, "--mcp", "clinic=/srv/clinic-v3/bin/clinic-tool"],
-    );
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("(clinic_<tool>)") && !err.contains("__tool_"),
-        "{err}"
-    );
+    let cases: [(&[&str], i32, &str); 4] = [
+        // A misspelled server name in --mcp-arg or --mcp-env is an error, not a server
+        // registered without its argument or variable.
+        (
+            &[
+                ws,
+                "--mcp",
+                clinic,
+                "--mcp-arg",
+                "managed_auto_oncall_clinc=--mcp",
+            ],
+            2,
+            r#"--mcp-arg names the server "managed_auto_oncall_clinc", which no --mcp registers (registered: managed_auto_oncall_clinic)"#,
+        ),
+        (
+            &[
+                ws,
+                "--mcp-env",
+                "managed_auto_oncall_clinic=CLINIC_BASE_URL=x",
+            ],
+            2,
+            "which no --mcp registers (no --mcp was given)",
+        ),
+        // --mcp-env states its whole format.
+        (
+            &[
+                ws,
+                "--mcp",
+                clinic,
+                "--mcp-env",
+                "managed_auto_oncall_clinic=CLINIC_BASE_URL",
+            ],
+            2,
+            "--mcp-env takes <name>=<KEY>=<VALUE>",
+        ),
+        // A server whose tools the evidence agent may not use, named as people read it.
+        (
+            &[ws, "--mcp", "clinic=/srv/clinic-v3/bin/clinic-tool"],
+            1,
+            "the tools of server clinic (clinic_<tool>) match no evidence tool pattern",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let (exit, err) = run(&program, args);
+        assert_eq!(exit, Some(code), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("__tool_"),
+            "{args:?}: {err}"
+        );
+    }
 
     // An opencode that cannot start: the error names --opencode and OPENCODE_BIN.
     for args in [

@@ -160,25 +160,6 @@ fn script(name: &str, blocks: &[&Block]) -> String {
     script
 }
 
-/// Text without ANSI escape sequences (`ESC [ ... letter`).
-fn without_colours(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Stops every process of the group `pgid`: SIGTERM, then SIGKILL for what is left.
 fn stop_group(pgid: u32) {
     let group = format!("-{pgid}");
@@ -277,7 +258,7 @@ pub(crate) fn run(name: &str, blocks: &[&Block], vars: &[(&str, &OsStr)]) -> Out
     stop_group(child.id());
     let _ = child.wait();
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let stdout = without_colours(&read(&stdout_path));
+    let stdout = evidence_test_support::without_terminal_colours(&read(&stdout_path));
     let stderr = read(&stderr_path);
     eprintln!(
         "README session {name}: {:.1} s",

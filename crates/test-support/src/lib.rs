@@ -13,6 +13,7 @@ mod package_source;
 mod process;
 mod prometheus;
 mod recording;
+mod terminal;
 
 pub use chromium::{
     BrowserSlot, CHROMIUM_LAUNCH_ARGS, ChromeDriver, Chromium, chromedriver_process_count,
@@ -50,3 +51,4 @@ pub use prometheus::{LargePrometheus, Prometheus};
 pub use recording::{
     QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,
 };
+pub use terminal::without_terminal_colours;

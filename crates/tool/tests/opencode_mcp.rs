@@ -40,7 +40,7 @@ fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> (Vec<(String, String)>, String) {
     for text in [&out.stdout, &out.stderr] {
         assert!(!text.contains("unknown format"), "{text}");
     }
-    let plain = regex_free_strip(&out.stdout);
+    let plain = evidence_test_support::without_terminal_colours(&out.stdout);
     let listed = plain
         .lines()
         .filter_map(|line| {
@@ -54,25 +54,6 @@ fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> (Vec<(String, String)>, String) {
         })
         .collect();
     (listed, plain)
-}
-
-/// `text` without ANSI escape sequences (`ESC [ ... letter`).
-fn regex_free_strip(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[test]
