@@ -233,130 +233,136 @@ fn mutated(text: &str, f: impl Fn(&mut Value)) -> OpenCodeConfig {
     OpenCodeConfig::parse(&serde_json::to_string(&value).unwrap()).unwrap()
 }
 
-#[test]
-fn the_checker_catches_each_broken_rule() {
-    let (_dir, text) = generated(TaskSupport::PromptList);
-    let catalog = catalog();
-    let problems = |f: &dyn Fn(&mut Value)| {
-        config_problems(&mutated(&text, f), &catalog, TaskSupport::PromptList)
-    };
-    let has = |ps: &[ConfigProblem], pred: &dyn Fn(&ConfigProblem) -> bool| ps.iter().any(pred);
+/// Asserts that the checker finds a problem matching `expected` once `mutate` has changed
+/// the generated configuration `text`.
+fn assert_finds(
+    text: &str,
+    mutate: impl Fn(&mut Value),
+    expected: impl Fn(&ConfigProblem) -> bool,
+) {
+    let problems = config_problems(&mutated(text, mutate), &catalog(), TaskSupport::PromptList);
+    assert!(problems.iter().any(expected), "{problems:?}");
+}
 
-    let ps = problems(&|v| v["agent"]["evidence-agent"]["permission"]["webfetch"] = json!("ask"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::AskRule { .. })),
-        "{ps:?}"
+#[test]
+fn the_checker_catches_each_broken_permission_rule() {
+    let (_dir, text) = generated(TaskSupport::PromptList);
+    assert_finds(
+        &text,
+        |v| v["agent"]["evidence-agent"]["permission"]["webfetch"] = json!("ask"),
+        |p| matches!(p, ConfigProblem::AskRule { .. }),
     );
-    let ps = problems(&|v| {
-        v["agent"]["diagnosis-analyst"]["permission"]["task"] =
-            json!({"*": "deny", "evidence-agent": "allow"})
-    });
-    assert!(
-        has(
-            &ps,
-            &|p| matches!(p, ConfigProblem::TaskNotAllowed(a) if a == "diagnosis-analyst")
-        ),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]["diagnosis-analyst"]["permission"]["task"] =
+                json!({"*": "deny", "evidence-agent": "allow"})
+        },
+        |p| matches!(p, ConfigProblem::TaskNotAllowed(a) if a == "diagnosis-analyst"),
     );
-    let ps = problems(&|v| v["agent"]["diagnosis-analyst"]["permission"]["task"] = json!("deny"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::TaskNotAllowed(_))),
-        "a task rule at all is refused"
+    // A task rule at all is refused.
+    assert_finds(
+        &text,
+        |v| v["agent"]["diagnosis-analyst"]["permission"]["task"] = json!("deny"),
+        |p| matches!(p, ConfigProblem::TaskNotAllowed(_)),
     );
-    let ps = problems(&|v| {
-        v["agent"]["diagnosis-orchestrator"]["permission"]["task"] = json!({"*": "allow"})
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::TaskTargets { .. })),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["agent"]["diagnosis-orchestrator"]["permission"]["task"] = json!({"*": "allow"}),
+        |p| matches!(p, ConfigProblem::TaskTargets { .. }),
     );
-    let ps = problems(&|v| {
-        v["agent"]["evidence-agent"]["permission"]["edit"] =
-            json!({"*": "deny", "evidences/*": "allow"})
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::EditScope { .. })),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]["evidence-agent"]["permission"]["edit"] =
+                json!({"*": "deny", "evidences/*": "allow"})
+        },
+        |p| matches!(p, ConfigProblem::EditScope { .. }),
     );
-    let ps = problems(&|v| {
-        v["agent"]["diagnosis-analyst"]["permission"]["skill"]["jira"] = json!("allow")
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::SkillScope { .. })),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["agent"]["diagnosis-analyst"]["permission"]["skill"]["jira"] = json!("allow"),
+        |p| matches!(p, ConfigProblem::SkillScope { .. }),
     );
-    let ps = problems(&|v| {
-        v["agent"]["evidence-agent"]["permission"]
-            .as_object_mut()
-            .unwrap()
-            .remove("external_directory");
-    });
-    assert!(
-        has(&ps, &|p| matches!(
-            p,
-            ConfigProblem::MissingRule {
-                key: "external_directory",
-                ..
-            }
-        )),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]["evidence-agent"]["permission"]
+                .as_object_mut()
+                .unwrap()
+                .remove("external_directory");
+        },
+        |p| {
+            matches!(
+                p,
+                ConfigProblem::MissingRule {
+                    key: "external_directory",
+                    ..
+                }
+            )
+        },
     );
-    let ps = problems(&|v| {
-        v["agent"]["evidence-agent"]["permission"]["external_directory"] =
-            json!({"*": "deny", "/tmp/*": "allow"})
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::ExternalDirectory(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]["evidence-agent"]["permission"]["external_directory"] =
+                json!({"*": "deny", "/tmp/*": "allow"})
+        },
+        |p| matches!(p, ConfigProblem::ExternalDirectory(_)),
     );
-    let ps = problems(&|v| v["agent"]["evidence-agent"]["permission"]["*"] = json!("allow"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::NoDenyByDefault(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["agent"]["evidence-agent"]["permission"]["*"] = json!("allow"),
+        |p| matches!(p, ConfigProblem::NoDenyByDefault(_)),
     );
-    let ps = problems(&|v| v["agent"]["evidence-agent"]["mode"] = json!("primary"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::WrongMode(_))),
-        "{ps:?}"
+}
+
+#[test]
+fn the_checker_catches_each_broken_agent_field() {
+    let (_dir, text) = generated(TaskSupport::PromptList);
+    assert_finds(
+        &text,
+        |v| v["agent"]["evidence-agent"]["mode"] = json!("primary"),
+        |p| matches!(p, ConfigProblem::WrongMode(_)),
     );
-    let ps = problems(&|v| v["agent"]["evidence-agent"]["prompt"] = json!("{file:./agents/x.md}"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::WrongPrompt(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["agent"]["evidence-agent"]["prompt"] = json!("{file:./agents/x.md}"),
+        |p| matches!(p, ConfigProblem::WrongPrompt(_)),
     );
-    let ps = problems(&|v| {
-        v["agent"]
-            .as_object_mut()
-            .unwrap()
-            .remove("diagnosis-analyst");
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::MissingAgent(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]
+                .as_object_mut()
+                .unwrap()
+                .remove("diagnosis-analyst");
+        },
+        |p| matches!(p, ConfigProblem::MissingAgent(_)),
     );
-    let ps = problems(&|v| v["agent"]["investibook-diagnosis"] = json!({"mode": "primary"}));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::UnexpectedAgent(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["agent"]["investibook-diagnosis"] = json!({"mode": "primary"}),
+        |p| matches!(p, ConfigProblem::UnexpectedAgent(_)),
     );
-    let ps = problems(&|v| v["default_agent"] = json!("build"));
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::WrongDefaultAgent(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| v["default_agent"] = json!("build"),
+        |p| matches!(p, ConfigProblem::WrongDefaultAgent(_)),
     );
-    let ps = problems(&|v| {
-        v["agent"]["evidence-agent"]
-            .as_object_mut()
-            .unwrap()
-            .remove("steps");
-    });
-    assert!(
-        has(&ps, &|p| matches!(p, ConfigProblem::MissingSteps(_))),
-        "{ps:?}"
+    assert_finds(
+        &text,
+        |v| {
+            v["agent"]["evidence-agent"]
+                .as_object_mut()
+                .unwrap()
+                .remove("steps");
+        },
+        |p| matches!(p, ConfigProblem::MissingSteps(_)),
     );
     let err = validate_config(
         &mutated(&text, |v| v["default_agent"] = json!("build")),
-        &catalog,
+        &catalog(),
         TaskSupport::PromptList,
     )
     .unwrap_err();

@@ -212,21 +212,32 @@ fn check_placement(kind: Where) {
         "{kind:?}"
     );
 
-    // The resolved configuration: default agent, the three agents, prompts read from files.
-    let out = cli.run(&ws, &["debug", "config"]).unwrap();
+    check_resolved_config(&cli, &ws, kind);
+    check_agent_list(&cli, &ws, kind);
+    for agent in AgentRole::ALL {
+        check_agent_rules(&cli, &ws, &report.placement, agent, kind);
+    }
+    check_own_writes(&cli, &ws, kind);
+}
+
+/// The resolved configuration: default agent, the three agents, prompts read from files.
+fn check_resolved_config(cli: &OpenCodeCli, ws: &Path, kind: Where) {
+    let out = cli.run(ws, &["debug", "config"]).unwrap();
     assert!(out.success, "{kind:?} debug config: {}", out.stderr);
     let config: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(config["default_agent"], "diagnosis-orchestrator");
     for agent in AgentRole::ALL {
         let name = agent.as_str();
         assert!(
-            config["agent"][name]["prompt"].as_str() == Some(prompt_file(&ws, name).as_str()),
+            config["agent"][name]["prompt"].as_str() == Some(prompt_file(ws, name).as_str()),
             "{kind:?} {name}: {{file:}} prompt not resolved to the generated file"
         );
     }
+}
 
-    // The agents OpenCode offers, with their modes.
-    let agents = cli.agent_list(&ws).unwrap();
+/// The agents OpenCode offers, with their modes.
+fn check_agent_list(cli: &OpenCodeCli, ws: &Path, kind: Where) {
+    let agents = cli.agent_list(ws).unwrap();
     for (name, mode) in [
         ("diagnosis-orchestrator", "primary"),
         ("evidence-agent", "subagent"),
@@ -237,96 +248,103 @@ fn check_placement(kind: Where) {
             "{kind:?}: {name} ({mode}) not in {agents:?}"
         );
     }
+}
 
-    // Each agent as OpenCode merged it: mode, prompt, tools, and OpenCode's decision for
-    // every probe path as OpenCode names it (relative to its worktree).
-    let placement = &report.placement;
-    for agent in AgentRole::ALL {
-        let name = agent.as_str();
-        let resolved = cli.debug_agent(&ws, name).unwrap();
-        assert_eq!(resolved.name, name);
-        let mode = if agent.is_subagent() {
-            "subagent"
+/// One agent as OpenCode merged it: mode, prompt, tools, and OpenCode's decision for every
+/// probe path as OpenCode names it (relative to its worktree) and every Task target.
+fn check_agent_rules(
+    cli: &OpenCodeCli,
+    ws: &Path,
+    placement: &Placement,
+    agent: AgentRole,
+    kind: Where,
+) {
+    let name = agent.as_str();
+    let resolved = cli.debug_agent(ws, name).unwrap();
+    assert_eq!(resolved.name, name);
+    let mode = if agent.is_subagent() {
+        "subagent"
+    } else {
+        "primary"
+    };
+    assert_eq!(resolved.mode, mode, "{kind:?} {name}");
+    assert_eq!(
+        resolved.prompt.as_deref(),
+        Some(prompt_file(ws, name).as_str())
+    );
+    assert_eq!(
+        resolved.has_tool("task"),
+        !agent.is_subagent(),
+        "{kind:?} {name}"
+    );
+    let own = own_files(name);
+    for probe in PROBES.iter().chain(own.iter()) {
+        let expected = if own.contains(probe) {
+            Action::Allow
         } else {
-            "primary"
+            Action::Deny
         };
-        assert_eq!(resolved.mode, mode, "{kind:?} {name}");
         assert_eq!(
-            resolved.prompt.as_deref(),
-            Some(prompt_file(&ws, name).as_str())
+            resolved.evaluate("edit", &placement.pattern(probe)),
+            expected,
+            "{kind:?} {name} edit {probe}"
         );
-        assert_eq!(
-            resolved.has_tool("task"),
-            !agent.is_subagent(),
-            "{kind:?} {name}"
-        );
-        let own = own_files(name);
-        for probe in PROBES.iter().chain(own.iter()) {
-            let expected = if own.contains(probe) {
-                Action::Allow
-            } else {
-                Action::Deny
-            };
+    }
+    if !placement.is_worktree_root() {
+        // The same names relative to the worktree root are other files.
+        for file in &own {
             assert_eq!(
-                resolved.evaluate("edit", &placement.pattern(probe)),
-                expected,
-                "{kind:?} {name} edit {probe}"
-            );
-        }
-        if !placement.is_worktree_root() {
-            // The same names relative to the worktree root are other files.
-            for file in &own {
-                assert_eq!(
-                    resolved.evaluate("edit", file),
-                    Action::Deny,
-                    "{kind:?} {name} {file}"
-                );
-            }
-        }
-        for target in ["general", "explore", "build", "diagnosis-orchestrator"] {
-            assert_eq!(
-                resolved.evaluate("task", target),
+                resolved.evaluate("edit", file),
                 Action::Deny,
-                "{name} task {target}"
-            );
-        }
-        for target in ["evidence-agent", "diagnosis-analyst"] {
-            let expected = if agent.is_subagent() {
-                Action::Deny
-            } else {
-                Action::Allow
-            };
-            assert_eq!(
-                resolved.evaluate("task", target),
-                expected,
-                "{name} task {target}"
+                "{kind:?} {name} {file}"
             );
         }
     }
+    for target in ["general", "explore", "build", "diagnosis-orchestrator"] {
+        assert_eq!(
+            resolved.evaluate("task", target),
+            Action::Deny,
+            "{name} task {target}"
+        );
+    }
+    for target in ["evidence-agent", "diagnosis-analyst"] {
+        let expected = if agent.is_subagent() {
+            Action::Deny
+        } else {
+            Action::Allow
+        };
+        assert_eq!(
+            resolved.evaluate("task", target),
+            expected,
+            "{name} task {target}"
+        );
+    }
+}
 
-    // OpenCode's own write tool: each subagent writes its own file and is refused the
-    // other agent's.
+/// OpenCode's own write tool: each subagent writes its own file and is refused the other
+/// agent's.
+fn check_own_writes(cli: &OpenCodeCli, ws: &Path, kind: Where) {
     assert!(opencode_writes(
-        &cli,
-        &ws,
+        cli,
+        ws,
         "evidence-agent",
         &ws.join(EVIDENCE_AGENT_OUTPUT)
     ));
     assert!(!opencode_writes(
-        &cli,
-        &ws,
+        cli,
+        ws,
         "evidence-agent",
         &ws.join(ANALYST_OUTPUT)
     ));
     assert!(opencode_writes(
-        &cli,
-        &ws,
+        cli,
+        ws,
         "diagnosis-analyst",
         &ws.join(REPORT_PATH)
     ));
     assert!(!opencode_writes(
-        &cli,
-        &ws,
+        cli,
+        ws,
         "diagnosis-analyst",
         &ws.join("evidences/metrics.json")
     ));
@@ -334,8 +352,8 @@ fn check_placement(kind: Where) {
         // A file with the same workspace-relative name at the repository root.
         let repo = ws.parent().and_then(Path::parent).unwrap();
         assert!(!opencode_writes(
-            &cli,
-            &ws,
+            cli,
+            ws,
             "evidence-agent",
             &repo.join("evidences/metrics.json")
         ));
