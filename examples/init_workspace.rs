@@ -25,9 +25,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use managed_evidence::workspace::detect::detect_task_support;
 use managed_evidence::workspace::{
     FileChange, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
-    TaskSupport, detect_task_support,
+    TaskSupport,
 };
 
 const DEFAULT_SKILLS: &str = concat!(

@@ -236,7 +236,7 @@ pub(crate) fn run(name: &str, blocks: &[&Block], vars: &[(&str, &OsStr)]) -> Out
     ] {
         command.env(key, home.join(folder));
     }
-    for (key, value) in opencode_workspace::OFFLINE_ENV {
+    for (key, value) in opencode_workspace::cli::OFFLINE_ENV {
         command.env(key, value);
     }
     for (key, value) in vars {

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::WorkspaceError;
 use crate::ordered_json::{Json, Object};
 
 /// One local MCP server: a command with arguments and an environment map, started by
@@ -26,11 +25,27 @@ pub struct McpServer {
     environment: BTreeMap<String, String>,
 }
 
-fn invalid(reason: String) -> WorkspaceError {
-    WorkspaceError::InvalidOption {
-        option: "mcp server",
-        reason,
-    }
+/// Why a server is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpServerError {
+    /// The name is empty, longer than 64 characters or holds a character outside
+    /// `[A-Za-z0-9_-]`.
+    #[error(
+        "invalid option mcp server: name {name:?} must be 1-64 characters of letters, digits, '_' and '-'"
+    )]
+    InvalidName {
+        /// The refused name.
+        name: String,
+    },
+    /// The command is empty or has control characters.
+    #[error(
+        "invalid option mcp server: server {name}: the command is empty or has control characters"
+    )]
+    InvalidCommand {
+        /// The server.
+        name: String,
+    },
 }
 
 impl McpServer {
@@ -39,7 +54,7 @@ impl McpServer {
     pub fn new(
         name: impl Into<String>,
         command: impl Into<String>,
-    ) -> Result<Self, WorkspaceError> {
+    ) -> Result<Self, McpServerError> {
         let name = name.into();
         let command = command.into();
         if name.is_empty()
@@ -48,14 +63,10 @@ impl McpServer {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
-            return Err(invalid(format!(
-                "name {name:?} must be 1-64 characters of letters, digits, '_' and '-'"
-            )));
+            return Err(McpServerError::InvalidName { name });
         }
         if command.trim().is_empty() || command.chars().any(char::is_control) {
-            return Err(invalid(format!(
-                "server {name}: the command is empty or has control characters"
-            )));
+            return Err(McpServerError::InvalidCommand { name });
         }
         Ok(Self {
             name,

@@ -1,12 +1,35 @@
+//! Checked names: skill and group names (the Agent Skills name rule) and the three agent
+//! roles of the Investibook diagnosis, with the one error a refused name gives.
+
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::WorkspaceError;
-
 /// Longest skill or group name the Agent Skills format allows.
 pub const MAX_NAME_LEN: usize = 64;
+
+/// A skill or group name does not match `^[a-z0-9]+(-[a-z0-9]+)*$` or is longer than 64.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid {kind} name {value:?}: use 1-64 lower-case letters and digits in '-'-separated words"
+)]
+pub struct NameError {
+    kind: &'static str,
+    value: String,
+}
+
+impl NameError {
+    /// What was being named (`skill`, `group`).
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The refused value.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
 
 /// `true` when `value` matches `^[a-z0-9]+(-[a-z0-9]+)*$` and has at most 64 characters.
 pub(crate) fn is_valid_name(value: &str) -> bool {
@@ -29,12 +52,12 @@ macro_rules! checked_name {
 
         impl $name {
             /// Checks `value` against `^[a-z0-9]+(-[a-z0-9]+)*$` (at most 64 characters).
-            pub fn new(value: impl Into<String>) -> Result<Self, WorkspaceError> {
+            pub fn new(value: impl Into<String>) -> Result<Self, NameError> {
                 let value = value.into();
                 if is_valid_name(&value) {
                     Ok(Self(value))
                 } else {
-                    Err(WorkspaceError::InvalidName { kind: $kind, value })
+                    Err(NameError { kind: $kind, value })
                 }
             }
 
@@ -51,7 +74,7 @@ macro_rules! checked_name {
         }
 
         impl FromStr for $name {
-            type Err = WorkspaceError;
+            type Err = NameError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 Self::new(s)
             }

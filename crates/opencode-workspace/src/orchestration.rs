@@ -1,12 +1,16 @@
+//! The fixed workflow of the protocol as a state machine that checks an orchestrator's
+//! transcript step by step: which step may come next, and why a step is refused.
+
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::SkillCatalog;
-use crate::error::{ChildFailure, WorkspaceError};
 use crate::names::{AgentRole, SkillName};
-use crate::outputs::{DiagnosisAnalystOutput, EvidenceAgentOutput, RunStatus};
+use crate::outputs::{
+    ChildFailure, ChildOutputError, DiagnosisAnalystOutput, EvidenceAgentOutput, RunStatus,
+};
 
 /// What the orchestrator learned from reading a child's output file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +37,7 @@ pub enum ChildOutcome {
 
 impl ChildOutcome {
     /// The outcome of reading the evidence agent's output.
-    pub fn of_evidence(read: &Result<EvidenceAgentOutput, WorkspaceError>) -> Self {
+    pub fn of_evidence(read: &Result<EvidenceAgentOutput, ChildOutputError>) -> Self {
         match read {
             Ok(output) => Self::Evidence {
                 status: output.status,
@@ -45,7 +49,7 @@ impl ChildOutcome {
     }
 
     /// The outcome of reading the analyst's output.
-    pub fn of_analysis(read: &Result<DiagnosisAnalystOutput, WorkspaceError>) -> Self {
+    pub fn of_analysis(read: &Result<DiagnosisAnalystOutput, ChildOutputError>) -> Self {
         match read {
             Ok(output) => Self::Analysis {
                 status: output.status,
@@ -261,6 +265,29 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// A step the protocol does not allow; the workflow is left as it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepError {
+    /// An orchestration step is not allowed by the protocol at this point.
+    #[error("step {index} refused: {refusal}")]
+    Refused {
+        /// Zero-based position of the step in the transcript.
+        index: usize,
+        /// Why it was refused.
+        refusal: Refusal,
+    },
+}
+
+impl StepError {
+    /// Why the step was refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Self::Refused { refusal, .. } => Some(refusal),
+        }
+    }
+}
+
 /// How a finished workflow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conclusion {
@@ -308,7 +335,7 @@ impl Orchestration {
     pub fn replay(
         catalog: &SkillCatalog,
         steps: impl IntoIterator<Item = Step>,
-    ) -> Result<Self, WorkspaceError> {
+    ) -> Result<Self, StepError> {
         let mut run = Self::new(catalog);
         for step in steps {
             run.apply(step)?;
@@ -372,8 +399,8 @@ impl Orchestration {
         }
     }
 
-    fn refuse(&self, refusal: Refusal) -> WorkspaceError {
-        WorkspaceError::StepRefused {
+    fn refuse(&self, refusal: Refusal) -> StepError {
+        StepError::Refused {
             index: self.history.len(),
             refusal,
         }
@@ -400,7 +427,7 @@ impl Orchestration {
 
     /// Applies `step` if the protocol allows it now; otherwise refuses it and changes
     /// nothing.
-    pub fn apply(&mut self, step: Step) -> Result<Phase, WorkspaceError> {
+    pub fn apply(&mut self, step: Step) -> Result<Phase, StepError> {
         let Some(kind) = StepKind::of(&step) else {
             return Err(self.refuse(Refusal::NotASubagent));
         };

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::WorkspaceError;
+use crate::io_error::IoError;
 
 /// The workspace's path relative to the OpenCode project worktree: empty when the
 /// workspace is the worktree itself (a git root), otherwise `/`-separated normal components.
@@ -48,8 +48,26 @@ impl Worktree {
     }
 }
 
-fn unsupported(path: impl Into<PathBuf>, reason: impl Into<String>) -> WorkspaceError {
-    WorkspaceError::UnsupportedPlacement {
+/// Why a workspace's place in the OpenCode worktree cannot be found or named.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlacementError {
+    /// The workspace's path inside the OpenCode worktree cannot be written as a literal
+    /// permission pattern.
+    #[error("cannot confine edits for a workspace at {path}: {reason}")]
+    Unsupported {
+        /// The workspace (or relative path) refused.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The workspace folder could not be resolved.
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+fn unsupported(path: impl Into<PathBuf>, reason: impl Into<String>) -> PlacementError {
+    PlacementError::Unsupported {
         path: path.into(),
         reason: reason.into(),
     }
@@ -76,10 +94,10 @@ fn component_problem(part: &str) -> Option<&'static str> {
 ///
 /// OpenCode asks `git rev-parse --show-toplevel` in the folder holding that `.git`, so it
 /// needs the `git` program; without it, OpenCode itself falls back to `/`.
-pub fn project_worktree(folder: &Path) -> Result<Worktree, WorkspaceError> {
+pub fn project_worktree(folder: &Path) -> Result<Worktree, PlacementError> {
     let real = folder
         .canonicalize()
-        .map_err(|e| WorkspaceError::io("resolve", folder, e))?;
+        .map_err(|e| IoError::new("resolve", folder, e))?;
     for dir in real.ancestors() {
         let dot_git = dir.join(".git");
         let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
@@ -107,7 +125,7 @@ impl Placement {
     }
 
     /// A workspace at `relative` (`/`-separated, e.g. `srv/ws` or `sub`) below the worktree.
-    pub fn new(relative: &str) -> Result<Self, WorkspaceError> {
+    pub fn new(relative: &str) -> Result<Self, PlacementError> {
         let trimmed = relative.trim_matches('/');
         if trimmed.is_empty() {
             return Ok(Self::worktree_root());
@@ -122,16 +140,16 @@ impl Placement {
 
     /// The placement of `workspace` inside the worktree OpenCode will use for it (see
     /// [`project_worktree`]).
-    pub fn detect(workspace: &Path) -> Result<Self, WorkspaceError> {
+    pub fn detect(workspace: &Path) -> Result<Self, PlacementError> {
         let worktree = project_worktree(workspace)?;
         let real = workspace
             .canonicalize()
-            .map_err(|e| WorkspaceError::io("resolve", workspace, e))?;
+            .map_err(|e| IoError::new("resolve", workspace, e))?;
         Self::within(&real, worktree.path())
     }
 
     /// The placement of the folder `workspace` below `worktree` (both absolute, resolved).
-    pub fn within(workspace: &Path, worktree: &Path) -> Result<Self, WorkspaceError> {
+    pub fn within(workspace: &Path, worktree: &Path) -> Result<Self, PlacementError> {
         let relative = workspace
             .strip_prefix(worktree)
             .map_err(|_| unsupported(workspace, "it is not inside the worktree"))?;

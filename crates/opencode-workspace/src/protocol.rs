@@ -1,3 +1,7 @@
+//! The static protocol the backend injects on the first turn, and the agents' prompts
+//! built from it: the fixed workflow, the loading rules, the output contracts and the
+//! single-agent fallback's plain statement.
+
 use std::fmt::Write as _;
 
 use crate::catalog::{CORE_GROUP, DATA_ACCESS_GROUP, DIAGNOSIS_GROUP, SkillCatalog};

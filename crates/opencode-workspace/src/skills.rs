@@ -1,3 +1,7 @@
+//! The skills source tree (`agentkit/skills/<name>/SKILL.md`) and the checked frontmatter
+//! of each skill. Loading keeps one result per folder; the catalog decides which of them
+//! matter.
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
@@ -5,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::error::WorkspaceError;
+use crate::io_error::IoError;
 use crate::names::{MAX_NAME_LEN, is_valid_name};
 
 /// Longest `description` a skill may have, in characters.
@@ -136,12 +140,12 @@ pub struct SkillsTree {
 
 impl SkillsTree {
     /// Reads every folder of `root` (for example `agentkit/skills`).
-    pub fn load(root: impl AsRef<Path>) -> Result<Self, WorkspaceError> {
+    pub fn load(root: impl AsRef<Path>) -> Result<Self, IoError> {
         let root = root.as_ref().to_path_buf();
-        let dir = fs::read_dir(&root).map_err(|e| WorkspaceError::io("read", &root, e))?;
+        let dir = fs::read_dir(&root).map_err(|e| IoError::new("read", &root, e))?;
         let mut entries = BTreeMap::new();
         for item in dir {
-            let item = item.map_err(|e| WorkspaceError::io("read", &root, e))?;
+            let item = item.map_err(|e| IoError::new("read", &root, e))?;
             let path = item.path();
             if !path.is_dir() {
                 continue;

@@ -7,7 +7,15 @@ use std::collections::BTreeSet;
 use std::fs;
 
 use common::{catalog, fixture_skills, write};
-use opencode_workspace::*;
+use opencode_workspace::{
+    AgentRole, GenerateError, GenerateOptions, Generator, SkillCatalog, SkillsTree, TaskSupport,
+    catalog::{
+        CORE_GROUP, CatalogProblem, CatalogSourceError, DATA_ACCESS_GROUP, DIAGNOSIS_GROUP,
+        SkillGroup,
+    },
+    layout::CATALOG_PATH,
+    names::{GroupName, SkillName},
+};
 use proptest::prelude::*;
 
 #[test]
@@ -144,7 +152,7 @@ fn validation_reports_missing_and_invalid_skills() {
     fs::remove_file(dir.path().join("pd-oncall-handbook/SKILL.md")).unwrap();
     let skills = SkillsTree::load(dir.path()).unwrap();
     let err = catalog().validate(&skills).unwrap_err();
-    let problems = err.catalog_problems();
+    let problems = err.problems();
     let text = err.to_string();
     assert!(problems.contains(&CatalogProblem::MissingSkill {
         group: GroupName::new("data-access").unwrap(),
@@ -166,7 +174,7 @@ fn validation_reports_missing_and_invalid_skills() {
     assert_eq!(problems.len(), 6, "{text}");
     // The generator refuses the same tree.
     let generated = Generator::new(&catalog(), &skills, GenerateOptions::default());
-    assert!(matches!(generated, Err(WorkspaceError::InvalidCatalog(_))));
+    assert!(matches!(generated, Err(GenerateError::Catalog(_))));
 }
 
 #[test]
@@ -346,7 +354,7 @@ fn a_malformed_source_file_is_a_clear_error() {
     std::fs::write(&path, "# Catalog\n\n- `core`\n  - `Time Conversion`\n").unwrap();
     let err = SkillCatalog::load(&path).unwrap_err();
     assert!(
-        matches!(&err, WorkspaceError::CatalogSource { line: 4, .. }),
+        matches!(&err, CatalogSourceError::Malformed { line: 4, .. }),
         "{err:?}"
     );
     let message = err.to_string();
@@ -369,6 +377,6 @@ fn a_malformed_source_file_is_a_clear_error() {
     );
     assert!(matches!(
         SkillCatalog::load(dir.path().join("missing.md")),
-        Err(WorkspaceError::Io { .. })
+        Err(CatalogSourceError::Io(_))
     ));
 }

@@ -6,7 +6,15 @@ mod common;
 use std::fs;
 
 use common::catalog;
-use opencode_workspace::*;
+use opencode_workspace::{
+    GenerateError, GenerateOptions, Generator, OpenCodeConfig, Placement, SkillsTree, TaskSupport,
+    catalog::{DATA_ACCESS_GROUP, DIAGNOSIS_GROUP},
+    config::{
+        Action, AgentMode, ConfigProblem, Permission, PermissionValue, config_problems,
+        config_problems_at, validate_config,
+    },
+    layout::{ANALYST_OUTPUT, CATALOG_PATH, CONFIG_PATH, EVIDENCE_AGENT_OUTPUT, REPORT_PATH},
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -367,7 +375,7 @@ fn the_checker_catches_each_broken_agent_field() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("default_agent"), "{err}");
-    assert_eq!(err.config_problems().len(), 1);
+    assert_eq!(err.problems().len(), 1);
 }
 
 #[test]
@@ -405,7 +413,7 @@ fn evidence_commands_and_tools_are_options() {
     ] {
         let err = Generator::new(&catalog(), &skills, bad).unwrap_err();
         assert!(
-            matches!(err, WorkspaceError::InvalidOption { .. }),
+            matches!(err, GenerateError::InvalidOption { .. }),
             "{err:?}"
         );
     }

@@ -8,7 +8,16 @@ use std::fs;
 use std::path::Path;
 
 use common::{Node, contents, generator, snapshot, write};
-use opencode_workspace::*;
+use opencode_workspace::{
+    FileChange, GenerateError, Mode, OpenCodeConfig, Placement, TaskSupport,
+    config::config_problems_at,
+    layout::{
+        CATALOG_PATH, CONFIG_PATH, CONFIG_SCHEMA_URL, EVIDENCE_AGENT_OUTPUT, EVIDENCE_SCHEMA_PATH,
+        INVESTIBOOK_DIR, MANIFEST_PATH, REPORT_PATH, SKILL_DISCOVERY_DIRS,
+    },
+    names::FALLBACK_AGENT,
+    protocol::{FALLBACK_NOTICE, FALLBACK_PROTOCOL_TITLE, PROTOCOL_TITLE},
+};
 use proptest::prelude::*;
 
 #[test]
@@ -230,7 +239,7 @@ fn a_default_agent_the_user_chose_is_never_overwritten() {
         .write(dir.path())
         .unwrap_err();
     match &err {
-        WorkspaceError::DefaultAgentConflict {
+        GenerateError::DefaultAgentConflict {
             existing,
             generated,
         } => {
@@ -257,7 +266,7 @@ fn an_edited_generated_file_is_a_conflict_and_nothing_is_written() {
         .write(dir.path())
         .unwrap_err();
     match &err {
-        WorkspaceError::Conflict(paths) => {
+        GenerateError::Conflict(paths) => {
             assert_eq!(paths, &vec![dir.path().join(prompt)]);
         }
         other => panic!("unexpected {other:?}"),
@@ -273,7 +282,7 @@ fn a_user_file_at_a_generated_path_is_a_conflict() {
     let err = common::generator(TaskSupport::PromptList)
         .write(dir.path())
         .unwrap_err();
-    assert!(matches!(err, WorkspaceError::Conflict(_)), "{err:?}");
+    assert!(matches!(err, GenerateError::Conflict(_)), "{err:?}");
     assert_eq!(
         fs::read_to_string(dir.path().join(CATALOG_PATH)).unwrap(),
         "user notes\n"
@@ -377,7 +386,7 @@ fn unreadable_config_stops_before_any_write() {
     let err = common::generator(TaskSupport::PromptList)
         .write(dir.path())
         .unwrap_err();
-    assert!(matches!(err, WorkspaceError::Unreadable { .. }), "{err:?}");
+    assert!(matches!(err, GenerateError::Unreadable { .. }), "{err:?}");
     assert!(!dir.path().join(INVESTIBOOK_DIR).exists());
 }
 
@@ -391,7 +400,7 @@ fn refuses_to_write_through_symbolic_links() {
     let err = common::generator(TaskSupport::PromptList)
         .write(dir.path())
         .unwrap_err();
-    assert!(matches!(err, WorkspaceError::UnsafePath { .. }), "{err:?}");
+    assert!(matches!(err, GenerateError::UnsafePath { .. }), "{err:?}");
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
 }
 
@@ -406,7 +415,7 @@ fn a_tampered_manifest_is_refused() {
     let err = common::generator(TaskSupport::PromptList)
         .write(dir.path())
         .unwrap_err();
-    assert!(matches!(err, WorkspaceError::Unreadable { .. }), "{err:?}");
+    assert!(matches!(err, GenerateError::Unreadable { .. }), "{err:?}");
 }
 
 fn user_path() -> impl Strategy<Value = String> {
@@ -469,9 +478,9 @@ proptest! {
                 prop_assert!(generator.write(dir.path()).unwrap().is_unchanged());
             }
             Err(
-                WorkspaceError::Conflict(_)
-                | WorkspaceError::UnsafePath { .. }
-                | WorkspaceError::Unreadable { .. },
+                GenerateError::Conflict(_)
+                | GenerateError::UnsafePath { .. }
+                | GenerateError::Unreadable { .. },
             ) => {
                 prop_assert_eq!(snapshot(dir.path()), before);
             }

@@ -19,7 +19,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use common::{git, opencode, own_files};
-use opencode_workspace::*;
+use opencode_workspace::{
+    AgentRole, GenerateOptions, Generator, McpServer, Mode, OpenCodeCli, Placement, SkillsTree,
+    TaskSupport,
+    cli::PINNED_OPENCODE_VERSION,
+    config::Action,
+    detect::detect_task_support,
+    layout::{ANALYST_OUTPUT, CATALOG_PATH, CONFIG_PATH, EVIDENCE_AGENT_OUTPUT, REPORT_PATH},
+    names::FALLBACK_AGENT,
+    placement::{Worktree, project_worktree},
+    protocol::{FALLBACK_NOTICE, FALLBACK_PROTOCOL_TITLE},
+};
 use serde_json::Value;
 
 /// Where a test workspace lives.

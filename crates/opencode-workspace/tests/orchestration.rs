@@ -4,7 +4,15 @@
 mod common;
 
 use common::catalog;
-use opencode_workspace::*;
+use opencode_workspace::{
+    AgentRole, ChildOutputReader, Orchestration,
+    names::SkillName,
+    orchestration::{
+        ChildOutcome, Conclusion, MAX_ATTEMPTS, MAX_PASSES, Phase, Refusal, Step, StepError,
+        StepKind,
+    },
+    outputs::{ChildFailure, DiagnosisContext, RunStatus},
+};
 use proptest::prelude::*;
 
 fn skills(role: AgentRole) -> Vec<SkillName> {
@@ -299,7 +307,7 @@ fn a_json_transcript_replays() {
     assert!(
         matches!(
             err,
-            WorkspaceError::StepRefused {
+            StepError::Refused {
                 index: 8,
                 refusal: Refusal::PassLimit(_)
             }

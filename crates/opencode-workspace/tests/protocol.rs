@@ -5,7 +5,15 @@ mod common;
 
 use std::fs;
 
-use opencode_workspace::*;
+use opencode_workspace::{
+    ChildOutputReader, TaskSupport,
+    layout::EVIDENCE_AGENT_OUTPUT,
+    outputs::{ChildFailure, DiagnosisContext},
+    protocol::{
+        FALLBACK_PROTOCOL_TITLE, INSUFFICIENT_EVIDENCE_REPLY, PROTOCOL_TITLE, fallback_protocol,
+        static_protocol,
+    },
+};
 
 fn assert_rules(text: &str) {
     let rules = [

@@ -7,7 +7,16 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use opencode_workspace::*;
+use opencode_workspace::{
+    ChildOutputError, ChildOutputReader, TaskSupport,
+    layout::{ANALYST_OUTPUT, ANALYST_SCHEMA_PATH, EVIDENCE_AGENT_OUTPUT, EVIDENCE_SCHEMA_PATH},
+    orchestration::ChildOutcome,
+    outputs::{
+        CheckResult, ChildFailure, DiagnosisAnalystOutput, DiagnosisContext, EvidenceAgentOutput,
+        GO_GC_CHECK, MAX_CHILD_OUTPUT_BYTES, RejectedCause, RunStatus, analyst_output_problems,
+        diagnosis_analyst_schema, evidence_agent_schema,
+    },
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -246,7 +255,7 @@ fn analyst_output(root_cause: &str, checks: Value) -> Value {
 fn reading_child_outputs_classifies_failures() {
     let dir = tempfile::tempdir().unwrap();
     let reader = ChildOutputReader::new().unwrap();
-    let failure = |r: Result<EvidenceAgentOutput, WorkspaceError>| r.unwrap_err().child_failure();
+    let failure = |r: Result<EvidenceAgentOutput, ChildOutputError>| r.unwrap_err().child_failure();
 
     assert_eq!(
         failure(reader.read_evidence(dir.path())),

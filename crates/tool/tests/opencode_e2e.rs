@@ -28,11 +28,11 @@ use e2e::transcript::{REFUSED, Transcript, WROTE, read_contents};
 use evidence_result::{Correction, Details, ErrorInfo, QueryId, RequestDigest, Status, ToolResult};
 use evidence_test_support::model::{Play, Reply, Speaker};
 use evidence_test_support::{Script, ScriptedModel};
-use opencode_workspace::{
-    ANALYST_OUTPUT, AgentRole, ChildFailure, ChildOutcome, ChildOutputReader, Conclusion,
-    DiagnosisContext, EVIDENCE_AGENT_OUTPUT, INSUFFICIENT_EVIDENCE_REPLY, REPORT_PATH,
-    SkillCatalog, Step,
-};
+use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, REPORT_PATH};
+use opencode_workspace::orchestration::{ChildOutcome, Conclusion, Step};
+use opencode_workspace::outputs::{ChildFailure, DiagnosisContext};
+use opencode_workspace::protocol::INSUFFICIENT_EVIDENCE_REPLY;
+use opencode_workspace::{AgentRole, ChildOutputReader, SkillCatalog};
 use serde_json::Value;
 
 const ORCHESTRATOR: &str = "diagnosis-orchestrator";

@@ -10,8 +10,9 @@ mod support;
 use std::path::Path;
 
 use evidence_package::Package;
+use opencode_workspace::config::Action;
 use opencode_workspace::{
-    Action, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
+    GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
 };
 use support::*;
 

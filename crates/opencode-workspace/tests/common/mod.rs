@@ -120,7 +120,9 @@ pub(crate) fn git(dir: &Path, args: &[&str]) {
 
 /// The files a subagent may edit, workspace-relative (none for the orchestrator).
 pub(crate) fn own_files(agent: &str) -> Vec<&'static str> {
-    use opencode_workspace::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, EVIDENCE_FILES, REPORT_PATH};
+    use opencode_workspace::layout::{
+        ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, EVIDENCE_FILES, REPORT_PATH,
+    };
     match agent {
         "evidence-agent" => EVIDENCE_FILES
             .iter()

@@ -12,7 +12,8 @@ use evidence_result::FailureClass;
 use evidence_test_support as test_support;
 use evidence_test_support::model::{ChatRequest, Play, Reply, Steps};
 use evidence_tool::Tool;
-use opencode_workspace::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, GO_GC_CHECK, REPORT_PATH};
+use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, REPORT_PATH};
+use opencode_workspace::outputs::GO_GC_CHECK;
 use serde_json::{Value, json};
 
 use super::orchestrator::pass_line;

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use evidence_test_support::ScriptedModel;
 
+use opencode_workspace::layout::{AGENTS_DIR, CONFIG_PATH};
 use opencode_workspace::{
-    AGENTS_DIR, AgentRole, CONFIG_PATH, GenerateOptions, Generator, McpServer, OpenCodeCli,
-    SkillCatalog, SkillsTree,
+    AgentRole, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
 };
 use transcript::Transcript;
 

@@ -7,12 +7,12 @@
 //! could not write, or that OpenCode showed otherwise, changes the workflow.
 
 use evidence_test_support::model::{ChatRequest, Play, Reply};
-use opencode_workspace::{
-    ANALYST_OUTPUT, AgentRole, ChildFailure, ChildOutcome, ChildOutputReader,
-    DiagnosisAnalystOutput, DiagnosisContext, EVIDENCE_AGENT_OUTPUT, INSUFFICIENT_EVIDENCE_REPLY,
-    MAX_ATTEMPTS, MAX_PASSES, Orchestration, Phase, REQUIRED_SKILLS_HEADING, SkillCatalog,
-    SkillName, Step,
-};
+use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT};
+use opencode_workspace::names::SkillName;
+use opencode_workspace::orchestration::{ChildOutcome, MAX_ATTEMPTS, MAX_PASSES, Phase, Step};
+use opencode_workspace::outputs::{ChildFailure, DiagnosisAnalystOutput, DiagnosisContext};
+use opencode_workspace::protocol::{INSUFFICIENT_EVIDENCE_REPLY, REQUIRED_SKILLS_HEADING};
+use opencode_workspace::{AgentRole, ChildOutputReader, Orchestration, SkillCatalog};
 use serde_json::{Value, json};
 
 use super::transcript::{is_missing_file, read_contents};

@@ -1,0 +1,95 @@
+//! `.opencode/investibook/generated.json`: the digest of every file the generator wrote,
+//! so that it can tell its own unchanged files from files someone edited.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::error::GenerateError;
+use super::files::{check_no_symlink, is_plain_relative, read_optional};
+use super::generator::GeneratedFile;
+
+const GENERATOR_ID: &str = "opencode-workspace";
+
+/// `sha256:<hex>` of `bytes`.
+pub(super) fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The recorded digests, by workspace-relative path.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Manifest {
+    generator: String,
+    files: BTreeMap<String, String>,
+}
+
+impl Manifest {
+    /// The manifest at `path`: empty when there is none, an error when it is not one the
+    /// generator wrote.
+    pub(super) fn read(path: &Path) -> Result<Self, GenerateError> {
+        match read_optional(path)? {
+            None => Ok(Self::default()),
+            Some(bytes) => serde_json::from_slice::<Self>(&bytes)
+                .ok()
+                .filter(|m| m.generator == GENERATOR_ID)
+                .ok_or_else(|| GenerateError::Unreadable {
+                    path: path.to_path_buf(),
+                    reason: "not a manifest written by opencode-workspace".to_owned(),
+                }),
+        }
+    }
+
+    /// `true` when `bytes` are what the generator last recorded for `path`.
+    pub(super) fn records(&self, path: &str, bytes: &[u8]) -> bool {
+        self.files.get(path) == Some(&digest(bytes))
+    }
+
+    /// The next manifest for a workspace at `root` that now holds `files`: every file
+    /// written now, plus earlier files still unedited, which are returned as stale (this
+    /// mode no longer uses them; they are left in place).
+    pub(super) fn next(
+        &self,
+        root: &Path,
+        files: &[GeneratedFile],
+    ) -> Result<(Self, Vec<String>), GenerateError> {
+        let mut manifest = Self {
+            generator: GENERATOR_ID.to_owned(),
+            files: BTreeMap::new(),
+        };
+        let mut stale = Vec::new();
+        for (path, recorded) in &self.files {
+            if files.iter().any(|f| f.path() == path) || !is_plain_relative(path) {
+                continue;
+            }
+            if check_no_symlink(root, path).is_err() {
+                continue;
+            }
+            if let Some(bytes) = read_optional(&root.join(path))?
+                && &digest(&bytes) == recorded
+            {
+                manifest.files.insert(path.clone(), recorded.clone());
+                stale.push(path.clone());
+            }
+        }
+        for file in files {
+            manifest
+                .files
+                .insert(file.path().to_owned(), digest(file.contents().as_bytes()));
+        }
+        Ok((manifest, stale))
+    }
+
+    /// The manifest as pretty JSON with a final newline.
+    pub(super) fn to_text(&self) -> Result<String, GenerateError> {
+        let mut text =
+            serde_json::to_string_pretty(self).map_err(|e| GenerateError::Serialize {
+                what: "manifest",
+                reason: e.to_string(),
+            })?;
+        text.push('\n');
+        Ok(text)
+    }
+}
