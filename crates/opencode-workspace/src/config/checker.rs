@@ -264,6 +264,31 @@ fn expected_action(allowed: bool) -> Action {
     if allowed { Action::Allow } else { Action::Deny }
 }
 
+/// Where `key` may reach: exactly `members`. Every allow rule reachable for `key` must be
+/// a literal member, and each probe must evaluate to allow when it is a member and to deny
+/// otherwise; `problem` turns each breach into the agent's problem.
+fn check_scope<S: AsRef<str>>(
+    permission: &Permission,
+    key: &str,
+    members: &[&str],
+    probes: impl IntoIterator<Item = S>,
+    problem: impl Fn(String) -> ConfigProblem,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    for pattern in allow_patterns(permission, key) {
+        if !is_literal(&pattern) || !members.contains(&pattern.as_str()) {
+            problems.push(problem(format!("allows {pattern:?}")));
+        }
+    }
+    for probe in probes {
+        let probe = probe.as_ref();
+        let expected = expected_action(members.contains(&probe));
+        if permission.evaluate(key, probe) != Some(expected) {
+            problems.push(problem(format!("{probe} is not {}", expected.as_str())));
+        }
+    }
+}
+
 /// `task`: only the agents it delegates to, and no rule at all for an agent that
 /// delegates to none.
 fn check_task(spec: &AgentSpec, permission: &Permission, problems: &mut Vec<ConfigProblem>) {
@@ -280,23 +305,11 @@ fn check_task(spec: &AgentSpec, permission: &Permission, problems: &mut Vec<Conf
         }
         return;
     }
-    for pattern in allow_patterns(permission, "task") {
-        if !is_literal(&pattern) || !targets.contains(&pattern.as_str()) {
-            problems.push(ConfigProblem::TaskTargets {
-                agent: name.clone(),
-                detail: format!("allows {pattern:?}"),
-            });
-        }
-    }
-    for probe in TASK_PROBES {
-        let expected = expected_action(targets.contains(&probe));
-        if permission.evaluate("task", probe) != Some(expected) {
-            problems.push(ConfigProblem::TaskTargets {
-                agent: name.clone(),
-                detail: format!("{probe} is not {}", expected.as_str()),
-            });
-        }
-    }
+    let problem = |detail| ConfigProblem::TaskTargets {
+        agent: name.clone(),
+        detail,
+    };
+    check_scope(permission, "task", &targets, TASK_PROBES, problem, problems);
 }
 
 /// `edit`: OpenCode checks paths relative to the worktree, so the agent's own files are
@@ -307,16 +320,8 @@ fn check_edit(
     placement: &Placement,
     problems: &mut Vec<ConfigProblem>,
 ) {
-    let name = &spec.name;
     let own: Vec<String> = spec.edit.iter().map(|f| placement.pattern(f)).collect();
-    for pattern in allow_patterns(permission, "edit") {
-        if !is_literal(&pattern) || !own.contains(&pattern) {
-            problems.push(ConfigProblem::EditScope {
-                agent: name.clone(),
-                detail: format!("allows {pattern:?}"),
-            });
-        }
-    }
+    let members: Vec<&str> = own.iter().map(String::as_str).collect();
     let unprefixed = EDIT_PROBES
         .iter()
         .map(|p| (*p).to_owned())
@@ -326,15 +331,11 @@ fn check_edit(
         .map(|p| placement.pattern(p))
         .chain(own.iter().cloned())
         .chain(unprefixed);
-    for probe in probes {
-        let expected = expected_action(own.contains(&probe));
-        if permission.evaluate("edit", &probe) != Some(expected) {
-            problems.push(ConfigProblem::EditScope {
-                agent: name.clone(),
-                detail: format!("{probe} is not {}", expected.as_str()),
-            });
-        }
-    }
+    let problem = |detail| ConfigProblem::EditScope {
+        agent: spec.name.clone(),
+        detail,
+    };
+    check_scope(permission, "edit", &members, probes, problem, problems);
 }
 
 /// `skill`: exactly the skills of the agent's load groups.
@@ -344,25 +345,13 @@ fn check_skills(
     catalog: &SkillCatalog,
     problems: &mut Vec<ConfigProblem>,
 ) {
-    let name = &spec.name;
     let allowed: Vec<&str> = spec.skills.iter().map(SkillName::as_str).collect();
-    for pattern in allow_patterns(permission, "skill") {
-        if !is_literal(&pattern) || !allowed.contains(&pattern.as_str()) {
-            problems.push(ConfigProblem::SkillScope {
-                agent: name.clone(),
-                detail: format!("allows {pattern:?}"),
-            });
-        }
-    }
-    for skill in catalog.skills() {
-        let expected = expected_action(allowed.contains(&skill.as_str()));
-        if permission.evaluate("skill", skill.as_str()) != Some(expected) {
-            problems.push(ConfigProblem::SkillScope {
-                agent: name.clone(),
-                detail: format!("{skill} is not {}", expected.as_str()),
-            });
-        }
-    }
+    let probes = catalog.skills().into_iter().map(SkillName::as_str);
+    let problem = |detail| ConfigProblem::SkillScope {
+        agent: spec.name.clone(),
+        detail,
+    };
+    check_scope(permission, "skill", &allowed, probes, problem, problems);
 }
 
 /// `external_directory`: nothing outside the workspace.
