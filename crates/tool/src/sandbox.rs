@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 use evidence_package::{
     AuditRecord, CallContext, Package, PolicyDelivery, SecretBinding, SecretValues,
 };
+use evidence_materialize::TurnLimits;
 use evidence_policy::{CanaryPolicy, TrustedPolicy};
 use evidence_result::{Operation, Origin, ToolResult};
 use jiff::Timestamp;
 
 use crate::ToolError;
-use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
+use crate::call::{PolicyInput, SandboxCall, prepare};
 use crate::deploy::running_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::ledger::Admitted;
 use crate::runtime_context::RuntimeContext;
 use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
@@ -230,6 +232,7 @@ impl<T: PackageTool> Sandbox<T> {
             }
         };
         let transport = self.transport.as_ref().map_err(Clone::clone)?;
+        let ledger = self.context.turn_ledger()?;
         let call = SandboxCall {
             package: &self.package,
             binding,
@@ -237,19 +240,48 @@ impl<T: PackageTool> Sandbox<T> {
             args: &args,
             now,
         };
-        let outcome = run_sandbox_call(
-            &transport.connector,
-            &transport.config,
-            &transport.secrets,
-            call,
-        )
-        .await
-        .map_err(|e| {
+        let no_result = |e: ToolError| {
             RuntimeFailure::new(
                 RuntimeFailureKind::ConfigInvalid,
                 format!("the call could not produce a result: {e}"),
             )
-        })?;
+        };
+        let prepared = prepare(call).map_err(no_result)?;
+        // With a turn ledger, a call whose policy verified runs only when the turn of
+        // that policy admits it; a policy that did not verify names no turn, and its call
+        // sends nothing anyway.
+        let admission = match (ledger, prepared.policy()) {
+            (Some(ledger), Some(policy)) => Some((
+                ledger,
+                ledger
+                    .admit(
+                        &policy.policy_id,
+                        TurnLimits::new(policy.limits.max_calls_per_turn),
+                        &prepared.plan(),
+                    )
+                    .map_err(|e| e.to_failure())?,
+            )),
+            _ => None,
+        };
+        let running = match admission {
+            None => None,
+            Some((_, Admitted::Refused(refusal))) => {
+                let outcome = prepared.answer_unrun(refusal.result).map_err(no_result)?;
+                return Ok((outcome.result, outcome.audit));
+            }
+            Some((ledger, Admitted::Run(running))) => Some((ledger, running)),
+        };
+        let outcome = prepared
+            .run(&transport.connector, &transport.config, &transport.secrets)
+            .await
+            .map_err(no_result)?;
+        // The result is there: an answer the ledger cannot take leaves the call to be
+        // found abandoned by the next admission.
+        if let Some((ledger, running)) = running
+            && let Err(e) = ledger.answered(running, &outcome.result)
+        {
+            eprintln!("{}: {e}", T::TOOL.binary_name());
+        }
         Ok((outcome.result, outcome.audit))
     }
 }
