@@ -32,6 +32,7 @@ use evidence_result::{
 use rustix::fs::{FlockOperation, flock};
 use serde::{Deserialize, Serialize};
 
+use crate::context::TURN_LEDGER_ENV;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 
 /// The error code of an attempt whose process ended before its answer was logged. It
@@ -75,7 +76,7 @@ impl LedgerError {
             LedgerError::Missing(_) => RuntimeFailureKind::ContextMissing,
             _ => RuntimeFailureKind::ContextInvalid,
         };
-        RuntimeFailure::new(kind, self.to_string())
+        RuntimeFailure::new(kind, format!("{self} ({TURN_LEDGER_ENV})"))
     }
 }
 
@@ -711,6 +712,99 @@ mod tests {
         if std::fs::write(locked_dir.join("probe"), "").is_err() {
             let err = result.unwrap_err();
             assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
+        }
+    }
+
+    /// What a step's call gets back when it runs.
+    #[derive(Debug, Clone, Copy)]
+    enum Answer {
+        Ok,
+        Rejected,
+        Shared,
+        Internal,
+    }
+
+    fn answer(call: &Call, answer: Answer) -> ToolResult {
+        let q = &call.queries[0];
+        match answer {
+            Answer::Ok => ToolResult::new(Details::success(
+                origin_of(call),
+                q.query_id.clone(),
+                q.request_digest.unwrap(),
+                evidence_result::Evidence::no_data(None, 5),
+            ))
+            .unwrap(),
+            Answer::Rejected => failed(call, FailureClass::QueryRejected, "clinic_http_422"),
+            Answer::Shared => failed(call, FailureClass::Authentication, "session_bootstrap"),
+            Answer::Internal => failed(call, FailureClass::Internal, "request_failed"),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Over any sequence of calls from the three packages' servers (each call through
+        /// a ledger handle of its own, as separate processes do): no call runs after a
+        /// shared failure in the same turn, and no call runs with the request of an
+        /// earlier failed attempt of its query.
+        #[test]
+        fn nothing_runs_after_a_shared_failure_and_no_unchanged_retry_runs(
+            steps in proptest::collection::vec(
+                (0..3usize, 0..3u8, 0..3u8, proptest::prop_oneof![
+                    proptest::strategy::Just(Answer::Ok),
+                    proptest::strategy::Just(Answer::Rejected),
+                    proptest::strategy::Just(Answer::Shared),
+                    proptest::strategy::Just(Answer::Internal),
+                ], proptest::bool::weighted(0.1)),
+                1..24,
+            )
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let packages = [
+                ("managed_auto_oncall_clinic", Provider::Clinic),
+                ("managed_auto_oncall_manus", Provider::Manus),
+                ("managed_auto_oncall_wetech", Provider::Wetech),
+            ];
+            let mut policy = pol("pol-prop-0");
+            let mut turn_no = 0;
+            let mut stopped = false;
+            let mut failed_requests: Vec<(usize, u8, u8)> = Vec::new();
+            for (package, query, request, outcome, new_envelope) in steps {
+                if new_envelope {
+                    turn_no += 1;
+                    policy = pol(&format!("pol-prop-{turn_no}"));
+                    stopped = false;
+                    failed_requests.clear();
+                }
+                let (identity, provider) = packages[package];
+                let call = Call::single(
+                    PackageId::new(identity).unwrap(),
+                    provider,
+                    QueryId::new(format!("q{query}")).unwrap(),
+                    Some(digest(request)),
+                );
+                let ledger = TurnLedger::new(dir.path().to_owned());
+                match ledger.admit(&policy, TurnLimits::new(64), &call).unwrap() {
+                    Admitted::Refused(_) => {}
+                    Admitted::Run(running) => {
+                        proptest::prop_assert!(!stopped, "a call ran after a shared failure");
+                        proptest::prop_assert!(
+                            !failed_requests.contains(&(package, query, request)),
+                            "an unchanged retry ran"
+                        );
+                        ledger.answered(running, &answer(&call, outcome)).unwrap();
+                        match outcome {
+                            Answer::Ok => {}
+                            Answer::Shared => {
+                                stopped = true;
+                                failed_requests.push((package, query, request));
+                            }
+                            Answer::Rejected | Answer::Internal => {
+                                failed_requests.push((package, query, request));
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
