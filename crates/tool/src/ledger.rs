@@ -216,7 +216,11 @@ impl TurnLedger {
             is_abandoned(&Self::running_file(&turn_file, n))
         })?;
         for abandoned in &calls.abandoned {
-            append(&mut file, &turn_file, &Entry::Abandoned { call: *abandoned })?;
+            append(
+                &mut file,
+                &turn_file,
+                &Entry::Abandoned { call: *abandoned },
+            )?;
         }
         match turn.admit(call)? {
             Admission::Refuse(refusal) => {
@@ -389,10 +393,11 @@ fn rebuild(
                 provider,
                 queries,
             } => {
-                let planned = queries.iter().fold(
-                    Call::new(package.clone(), *provider),
-                    |c, q| c.with_query(q.query_id.clone(), q.request_digest),
-                );
+                let planned = queries
+                    .iter()
+                    .fold(Call::new(package.clone(), *provider), |c, q| {
+                        c.with_query(q.query_id.clone(), q.request_digest)
+                    });
                 let ticket = turn.enter(&planned);
                 open.insert(*call, (ticket, planned));
                 calls.next = calls.next.max(call.saturating_add(1));
@@ -472,14 +477,22 @@ fn origin_of(call: &Call) -> Origin {
     }
 }
 
-fn logged_failure(code: Option<&ErrorCode>, class: Option<FailureClass>) -> Result<Failure, ResultError> {
+fn logged_failure(
+    code: Option<&ErrorCode>,
+    class: Option<FailureClass>,
+) -> Result<Failure, ResultError> {
     let class = class.unwrap_or(FailureClass::Internal);
     let code = match code {
         Some(code) => code.clone(),
         None => ErrorCode::new(ABANDONED)?,
     };
-    Ok(Failure::new(code, class, String::new())
-        .with_correction(Correction::for_class(class, None, Vec::new())))
+    Ok(
+        Failure::new(code, class, String::new()).with_correction(Correction::for_class(
+            class,
+            None,
+            Vec::new(),
+        )),
+    )
 }
 
 /// A result with the logged attempts' outcomes: what [`Turn::record`] reads of it (query
@@ -641,7 +654,11 @@ mod tests {
                 &failed(&manus, FailureClass::Authentication, "manus_login_failed"),
             )
             .unwrap();
-        let code = refused_code(ledger.admit(&pol("p"), limits, &clinic_call("cpu", 1)).unwrap());
+        let code = refused_code(
+            ledger
+                .admit(&pol("p"), limits, &clinic_call("cpu", 1))
+                .unwrap(),
+        );
         assert_eq!(code, "turn_stopped");
     }
 
@@ -657,7 +674,11 @@ mod tests {
             assert!(matches!(admitted, Admitted::Run(_)));
         }
         let ledger = TurnLedger::new(dir.path().to_owned());
-        let code = refused_code(ledger.admit(&pol("p"), limits, &clinic_call("c", 9)).unwrap());
+        let code = refused_code(
+            ledger
+                .admit(&pol("p"), limits, &clinic_call("c", 9))
+                .unwrap(),
+        );
         assert_eq!(code, "turn_call_limit");
     }
 
@@ -677,7 +698,9 @@ mod tests {
         let changed = clinic_call("cpu", 5);
         let code = refused_code(ledger.admit(&pol("p"), limits, &changed).unwrap());
         assert_eq!(code, "objective_failed");
-        let other = ledger.admit(&pol("p"), limits, &clinic_call("mem", 2)).unwrap();
+        let other = ledger
+            .admit(&pol("p"), limits, &clinic_call("mem", 2))
+            .unwrap();
         assert!(matches!(other, Admitted::Run(_)));
         let text = std::fs::read_to_string(dir.path().join("p.jsonl")).unwrap();
         assert_eq!(text.matches("\"abandoned\"").count(), 1, "{text}");
@@ -700,7 +723,9 @@ mod tests {
         assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
         // A file where the directory should be.
         std::fs::write(dir.path().join("file"), "").unwrap();
-        let err = TurnLedger::new(dir.path().join("file")).check().unwrap_err();
+        let err = TurnLedger::new(dir.path().join("file"))
+            .check()
+            .unwrap_err();
         assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
         use std::os::unix::fs::PermissionsExt as _;
         let locked_dir = dir.path().join("ro");

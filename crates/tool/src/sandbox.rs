@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use evidence_materialize::TurnLimits;
 use evidence_package::{
     AuditRecord, CallContext, Package, PolicyDelivery, SecretBinding, SecretValues,
 };
-use evidence_materialize::TurnLimits;
 use evidence_policy::{CanaryPolicy, TrustedPolicy};
 use evidence_result::{Operation, Origin, ToolResult};
 use jiff::Timestamp;

@@ -822,7 +822,10 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
         ("EVIDENCE_POLICY_KEYS", policy_keys()),
         ("CLINIC_BASE_URL", "http://127.0.0.1:9".to_owned()),
         ("CLINIC_API_TOKEN", "own-clinic-token-0001".to_owned()),
-        ("EVIDENCE_TURN_LEDGER", new_ledger(dir.path()).display().to_string()),
+        (
+            "EVIDENCE_TURN_LEDGER",
+            new_ledger(dir.path()).display().to_string(),
+        ),
         ("HOME", "/tmp".to_owned()),
     ];
     let config = ProptestConfig {

@@ -246,7 +246,12 @@ async fn the_package_servers_of_one_turn_share_its_rules() {
         .await
     };
     let (elapsed, [clinic_ok, manus_ok]) = concurrent;
-    assert_eq!(clinic_ok.details().status, Status::Ok, "{}", clinic_ok.text());
+    assert_eq!(
+        clinic_ok.details().status,
+        Status::Ok,
+        "{}",
+        clinic_ok.text()
+    );
     assert_eq!(manus_ok.details().status, Status::Ok, "{}", manus_ok.text());
     assert!(
         elapsed < delay * 2 - Duration::from_millis(200),
@@ -307,7 +312,11 @@ async fn the_package_servers_of_one_turn_share_its_rules() {
     let class = shared.details().error.as_ref().map(|e| e.class).unwrap();
     assert!(class.is_shared(), "{}", shared.text());
     assert_eq!(code_of(&stopped), "turn_stopped", "{}", stopped.text());
-    assert_eq!(fronts.clinic_sent(), sent_before, "a stopped turn sent a call");
+    assert_eq!(
+        fronts.clinic_sent(),
+        sent_before,
+        "a stopped turn sent a call"
+    );
     let audit = fronts.clinic_audit();
     assert_eq!(audit.len(), audit_before + 1);
     let record = audit.last().unwrap();
@@ -407,7 +416,10 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
         })
         .await;
         let message = init["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("EVIDENCE_TURN_LEDGER"), "{ledger:?}: {init}");
+        assert!(
+            message.contains("EVIDENCE_TURN_LEDGER"),
+            "{ledger:?}: {init}"
+        );
     }
 
     // A ledger directory removed after start, or whose turn file cannot be appended to:
@@ -425,9 +437,19 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
         (removed, blocked)
     })
     .await;
-    assert_eq!(code_of(&removed), "runtime_context_missing", "{}", removed.text());
+    assert_eq!(
+        code_of(&removed),
+        "runtime_context_missing",
+        "{}",
+        removed.text()
+    );
     assert!(removed.text().contains("turn ledger"), "{}", removed.text());
-    assert_eq!(code_of(&blocked), "runtime_context_invalid", "{}", blocked.text());
+    assert_eq!(
+        code_of(&blocked),
+        "runtime_context_invalid",
+        "{}",
+        blocked.text()
+    );
     assert_eq!(fronts.clinic_sent(), 0, "a call ran without the ledger");
     assert_eq!(fronts.clinic_audit().len(), 2);
 

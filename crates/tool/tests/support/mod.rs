@@ -220,7 +220,10 @@ pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)>
         ),
         ("EVIDENCE_POLICY_KEYS", signed.keys.clone()),
         ("EVIDENCE_AUDIT_LOG", audit.display().to_string()),
-        ("EVIDENCE_TURN_LEDGER", new_ledger(dir).display().to_string()),
+        (
+            "EVIDENCE_TURN_LEDGER",
+            new_ledger(dir).display().to_string(),
+        ),
     ]
 }
 
