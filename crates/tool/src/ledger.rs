@@ -14,6 +14,8 @@
 //! whose running file nobody holds belongs to a process that ended between the
 //! admission and its answer, and the next admission appends it as abandoned (a failure
 //! of class `internal` for its queries), so the ledger stays consistent after a crash.
+//! The file lock is held only to read the turn's few lines and append one, never while a
+//! call runs, so the servers' calls run at once.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -4,7 +4,10 @@
 //! only the model's arguments and the trusted policy (the envelope the runtime writes
 //! per request, or the package's static canary when its manifest says so) are read. The
 //! one-shot entrypoint serves one call with it, the MCP server every call of its
-//! session, and an embedder builds one in memory ([`Sandbox::new`]).
+//! session, and an embedder builds one in memory ([`Sandbox::new`]). When the context
+//! names a turn ledger, a call whose policy verified runs only when the turn of that
+//! policy admits it there (see `crate::ledger`); a refusal is answered without running,
+//! with its audit record.
 
 use std::time::{Duration, Instant};
 

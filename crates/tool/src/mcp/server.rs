@@ -8,7 +8,7 @@
 //! every call it accepted has been recorded. Told to stop (SIGTERM, SIGINT: what an MCP
 //! client sends when a closed session's server does not exit in time), it records each
 //! call still running as cancelled and exits. A server that finds the policy signing key
-//! in its environment does not start.
+//! in its environment, or that has no usable turn ledger, does not start.
 
 use std::borrow::Cow;
 use std::process::ExitCode;
