@@ -223,6 +223,8 @@ impl TurnLedger {
                 &turn_file,
                 &Entry::Abandoned { call: *abandoned },
             )?;
+            // Logged as abandoned: its running file is no longer looked at.
+            let _gone = std::fs::remove_file(Self::running_file(&turn_file, *abandoned));
         }
         match turn.admit(call)? {
             Admission::Refuse(refusal) => {
@@ -706,6 +708,7 @@ mod tests {
         assert!(matches!(other, Admitted::Run(_)));
         let text = std::fs::read_to_string(dir.path().join("p.jsonl")).unwrap();
         assert_eq!(text.matches("\"abandoned\"").count(), 1, "{text}");
+        assert!(!dir.path().join("p.call-0.lock").exists());
     }
 
     #[test]
