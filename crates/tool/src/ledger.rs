@@ -153,7 +153,7 @@ pub(crate) struct TurnLedger {
 /// The ledger's answer to a call.
 #[derive(Debug)]
 pub(crate) enum Admitted {
-    /// Run the call, then log its answer with [`TurnLedger::answered`].
+    /// Run the call, then log its answer ([`RunningCall::answer`]).
     Run(RunningCall),
     /// Do not run it; the refusal is logged.
     Refused(Box<Refusal>),
@@ -259,19 +259,35 @@ impl TurnLedger {
             }
         }
     }
+}
 
-    /// Logs the answer of a running call, then lets its running file go.
-    pub(crate) fn answered(
-        &self,
-        running: RunningCall,
-        result: &ToolResult,
-    ) -> Result<(), LedgerError> {
-        let mut file = locked(&running.turn_file)?;
-        let entry = answer_entry(running.call, result.details());
-        append(&mut file, &running.turn_file, &entry)?;
+impl RunningCall {
+    /// The answer of this call as the ledger logs it (its attempts only), to be logged
+    /// with [`LoggedAnswer::log`].
+    pub(crate) fn answer(self, result: &ToolResult) -> LoggedAnswer {
+        let entry = answer_entry(self.call, result.details());
+        LoggedAnswer {
+            running: self,
+            entry,
+        }
+    }
+}
+
+/// The answer of an admitted call, ready to be appended (see [`RunningCall::answer`]).
+#[derive(Debug)]
+pub(crate) struct LoggedAnswer {
+    running: RunningCall,
+    entry: Entry,
+}
+
+impl LoggedAnswer {
+    /// Appends the answer, then lets the call's running file go.
+    pub(crate) fn log(self) -> Result<(), LedgerError> {
+        let mut file = locked(&self.running.turn_file)?;
+        append(&mut file, &self.running.turn_file, &self.entry)?;
         drop(file);
         // The answer is logged: the running file is no longer looked at.
-        let _gone = std::fs::remove_file(&running.running_file);
+        let _gone = std::fs::remove_file(&self.running.running_file);
         Ok(())
     }
 }
@@ -613,11 +629,13 @@ mod tests {
         let second = TurnLedger::new(dir.path().to_owned());
         let code = refused_code(second.admit(&pol("pol-a"), limits, &call).unwrap());
         assert_eq!(code, "query_in_flight");
-        first
-            .answered(
-                running,
-                &failed(&call, FailureClass::QueryRejected, "clinic_http_422"),
-            )
+        running
+            .answer(&failed(
+                &call,
+                FailureClass::QueryRejected,
+                "clinic_http_422",
+            ))
+            .log()
             .unwrap();
         let code = refused_code(second.admit(&pol("pol-a"), limits, &call).unwrap());
         assert_eq!(code, "unchanged_retry");
@@ -652,11 +670,13 @@ mod tests {
         let Admitted::Run(running) = ledger.admit(&pol("p"), limits, &manus).unwrap() else {
             panic!("refused")
         };
-        ledger
-            .answered(
-                running,
-                &failed(&manus, FailureClass::Authentication, "manus_login_failed"),
-            )
+        running
+            .answer(&failed(
+                &manus,
+                FailureClass::Authentication,
+                "manus_login_failed",
+            ))
+            .log()
             .unwrap();
         let code = refused_code(
             ledger
@@ -821,7 +841,7 @@ mod tests {
                             !failed_requests.contains(&(package, query, request)),
                             "an unchanged retry ran"
                         );
-                        ledger.answered(running, &answer(&call, outcome)).unwrap();
+                        running.answer(&answer(&call, outcome)).log().unwrap();
                         match outcome {
                             Answer::Ok => {}
                             Answer::Shared => {

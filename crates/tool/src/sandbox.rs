@@ -253,26 +253,26 @@ impl<T: PackageTool> Sandbox<T> {
         // With a turn ledger, a call whose policy verified runs only when the turn of
         // that policy admits it; a policy that did not verify names no turn, and its call
         // sends nothing anyway.
+        // The ledger's file lock may be waited for: off the async workers.
         let admission = match (ledger, prepared.policy()) {
-            (Some(ledger), Some(policy)) => Some((
-                ledger,
-                ledger
-                    .admit(
-                        &policy.policy_id,
-                        TurnLimits::new(policy.limits.max_calls_per_turn),
-                        &prepared.plan(),
-                    )
-                    .map_err(|e| e.to_failure())?,
-            )),
+            (Some(ledger), Some(policy)) => {
+                let (ledger, policy_id, plan) =
+                    (ledger.clone(), policy.policy_id.clone(), prepared.plan());
+                let limits = TurnLimits::new(policy.limits.max_calls_per_turn);
+                let admitted = off_workers(move || ledger.admit(&policy_id, limits, &plan))
+                    .await?
+                    .map_err(|e| e.to_failure())?;
+                Some(admitted)
+            }
             _ => None,
         };
         let running = match admission {
             None => None,
-            Some((_, Admitted::Refused(refusal))) => {
+            Some(Admitted::Refused(refusal)) => {
                 let outcome = prepared.answer_unrun(refusal.result).map_err(no_result)?;
                 return Ok((outcome.result, outcome.audit));
             }
-            Some((ledger, Admitted::Run(running))) => Some((ledger, running)),
+            Some(Admitted::Run(running)) => Some(running),
         };
         let outcome = prepared
             .run(&transport.connector, &transport.config, &transport.secrets)
@@ -280,13 +280,29 @@ impl<T: PackageTool> Sandbox<T> {
             .map_err(no_result)?;
         // The result is there: an answer the ledger cannot take leaves the call to be
         // found abandoned by the next admission.
-        if let Some((ledger, running)) = running
-            && let Err(e) = ledger.answered(running, &outcome.result)
-        {
-            eprintln!("{}: {e}", T::TOOL.binary_name());
+        if let Some(running) = running {
+            let answer = running.answer(&outcome.result);
+            if let Err(e) = off_workers(move || answer.log())
+                .await
+                .and_then(|logged| logged.map_err(|e| e.to_failure()))
+            {
+                eprintln!("{}: {e}", T::TOOL.binary_name());
+            }
         }
         Ok((outcome.result, outcome.audit))
     }
+}
+
+/// Runs blocking file work (the turn ledger's lock) on the blocking pool.
+async fn off_workers<R: Send + 'static>(
+    work: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, RuntimeFailure> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        RuntimeFailure::new(
+            RuntimeFailureKind::ContextInvalid,
+            format!("the turn ledger could not be used: {e}"),
+        )
+    })
 }
 
 /// The answer of a process whose own package did not load: the failure as a result and
