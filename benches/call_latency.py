@@ -37,6 +37,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -118,8 +119,14 @@ async def mcp_rounds(tool: str, prometheus_url: str, q: dict, expr: str, series:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
+    # The server admits every call in the turn ledger; the same question asked again in
+    # one turn is refused, so each measured call starts a new turn (an emptied ledger,
+    # which is what the first call of every turn costs).
+    ledger_dir = tempfile.TemporaryDirectory(prefix="call-latency-ledger-")  # removed with it
+    ledger = Path(ledger_dir.name)
     ours_server = StdioServerParameters(
-        command=tool, args=["--mcp"], env={"PATH": os.environ.get("PATH", ""), **q["env"]}
+        command=tool, args=["--mcp"],
+        env={"PATH": os.environ.get("PATH", ""), **q["env"], "EVIDENCE_TURN_LEDGER": str(ledger)},
     )
     peer_server = StdioServerParameters(
         command=str(Path(sys.prefix) / "bin" / "prometheus-mcp-server"),
@@ -133,6 +140,8 @@ async def mcp_rounds(tool: str, prometheus_url: str, q: dict, expr: str, series:
             await peer.initialize()
 
             async def call_ours() -> float:
+                for entry in ledger.iterdir():
+                    entry.unlink()
                 t0 = time.perf_counter()
                 r = await ours.call_tool("managed_auto_oncall_clinic", q["args"])
                 wall = time.perf_counter() - t0

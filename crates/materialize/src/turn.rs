@@ -306,6 +306,14 @@ impl Turn {
             ))));
             return Ok(Admission::Refuse(Box::new(refusal)));
         }
+        Ok(Admission::Admit(self.enter(call)))
+    }
+
+    /// Enters `call` as admitted without judging it: for rebuilding a turn from a log of
+    /// the calls it already admitted (in call order, each followed by its
+    /// [`Turn::record`] once its result is known), so that [`Turn::admit`] judges the
+    /// next call as the original turn would have.
+    pub fn enter(&mut self, call: &Call) -> CallTicket {
         self.admitted_calls = self.admitted_calls.saturating_add(1);
         let n = self.per_package.entry(call.package.clone()).or_insert(0);
         *n = n.saturating_add(1);
@@ -319,7 +327,7 @@ impl Turn {
         }
         let ticket = CallTicket(self.slots.len());
         self.slots.push(Slot::InFlight(call.clone()));
-        Ok(Admission::Admit(ticket))
+        ticket
     }
 
     /// Records the result of an admitted call and how long it took.

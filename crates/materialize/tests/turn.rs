@@ -465,3 +465,45 @@ fn refusal_codes_are_error_codes() {
         assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
     }
 }
+
+/// A turn rebuilt from a log of its admitted calls (`Turn::enter`, then `Turn::record`
+/// for those that answered) judges the next call as the original does: counts, the
+/// failed digests, a call still in flight and a shared stop all carry over.
+#[test]
+fn a_turn_rebuilt_from_its_admitted_calls_judges_as_the_original() {
+    let limits = TurnLimits::new(4);
+    let (q, r, s) = (qid("q"), qid("r"), qid("s"));
+    let log = [
+        (
+            wetech(&q, 1),
+            Some(wetech_fail(&q, 1, FailureClass::QueryRejected)),
+        ),
+        (wetech(&r, 2), None),
+    ];
+    let mut original = Turn::new(limits);
+    let mut rebuilt = Turn::new(limits);
+    for (call, answer) in &log {
+        let t = admit(&mut original, call);
+        let u = rebuilt.enter(call);
+        if let Some(answer) = answer {
+            original.record(t, answer.clone(), MS).unwrap();
+            rebuilt.record(u, answer.clone(), MS).unwrap();
+        }
+    }
+    for turn in [&mut original, &mut rebuilt] {
+        assert_eq!(turn.admitted_calls(), 2);
+        assert_eq!(turn.in_flight(), 1);
+        assert_eq!(
+            refused(turn, &wetech(&q, 1)).code,
+            RefusalCode::UnchangedRetry
+        );
+        assert_eq!(
+            refused(turn, &wetech(&r, 3)).code,
+            RefusalCode::QueryInFlight
+        );
+        let t = admit(turn, &wetech(&s, 4));
+        turn.record(t, wetech_fail(&s, 4, FailureClass::Authentication), MS)
+            .unwrap();
+        assert_eq!(refused(turn, &wetech(&q, 5)).code, RefusalCode::TurnStopped);
+    }
+}

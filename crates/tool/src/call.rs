@@ -204,6 +204,17 @@ impl PreparedCall<'_> {
         }
     }
 
+    /// The trusted policy, when it verified.
+    pub(crate) fn policy(&self) -> Option<&TrustedPolicy> {
+        self.policy.as_ref()
+    }
+
+    /// Answers the call with `result` without running anything (a turn's refusal): the
+    /// output guard and the audit record as for every call.
+    pub(crate) fn answer_unrun(self, result: ToolResult) -> Result<SandboxOutcome, ToolError> {
+        self.finish(result)
+    }
+
     /// The locked request, when the arguments locked.
     pub fn locked(&self) -> Option<&LockedRequest> {
         match &self.prepared {

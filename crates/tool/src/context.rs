@@ -13,6 +13,9 @@ pub const TRUSTED_CONTEXT_ENV: &str = "EVIDENCE_TRUSTED_CONTEXT";
 pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
 /// The file the audit record is appended to; stderr when unset (set by the runtime).
 pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
+/// The directory of the turn ledger the package servers of one evidence turn share (set
+/// by the runtime; an MCP server does not start without it).
+pub const TURN_LEDGER_ENV: &str = "EVIDENCE_TURN_LEDGER";
 /// The Clinic API base URL (deployment configuration).
 pub const CLINIC_BASE_URL_ENV: &str = "CLINIC_BASE_URL";
 /// The Clinic `query_range` path template, `{cluster_id}` in it (deployment
@@ -119,6 +122,13 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         SetBy::Runtime,
         false,
         "file the audit record is appended to (stderr when unset)",
+    ),
+    var(
+        TURN_LEDGER_ENV,
+        ReadBy::AllTools,
+        SetBy::Runtime,
+        false,
+        "directory of the turn ledger the package servers share (required with `--mcp`)",
     ),
     var(
         CLINIC_BASE_URL_ENV,

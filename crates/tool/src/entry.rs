@@ -2,7 +2,9 @@
 //! the runtime context (model arguments on stdin, the policy envelope, the verification
 //! keys, the injected secrets, the deployment configuration), run the one sandbox call,
 //! and write one result and one audit record. A runtime-context failure is a result too
-//! (exit 0); a non-zero exit only when not even a result could be written.
+//! (exit 0); a non-zero exit only when not even a result could be written. Without a
+//! turn ledger (`EVIDENCE_TURN_LEDGER` unset) the runtime that starts the entrypoint
+//! owns the turn; given one, the call is admitted there as over MCP.
 
 use std::io::Read as _;
 use std::process::ExitCode;

@@ -7,6 +7,7 @@ pub mod deploy;
 mod entry;
 mod error;
 mod failure;
+mod ledger;
 pub mod mcp;
 pub mod output;
 pub mod plan;

@@ -1,6 +1,6 @@
 //! The runtime context of a tool sandbox, read in one place: the trusted policy
 //! envelope (or where it is), the verification keys, the secrets the auth binding
-//! injected, the deployment configuration and the audit log. A process reads its
+//! injected, the deployment configuration, the audit log and the turn ledger. A process reads its
 //! environment into a [`RuntimeContext`] once ([`RuntimeContext::from_env`]); an embedder
 //! builds the same value in memory, without environment variables, and gets the same
 //! calls. One rule decides what is missing and what is invalid, for every part: unset or
@@ -17,9 +17,10 @@ use secrecy::SecretString;
 
 use crate::context::{
     AUDIT_LOG_ENV, CONTEXT_VARS, POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SetBy,
-    TRUSTED_CONTEXT_ENV,
+    TRUSTED_CONTEXT_ENV, TURN_LEDGER_ENV,
 };
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::ledger::TurnLedger;
 use crate::tool_kind::Tool;
 
 /// One part of the runtime context as it was supplied.
@@ -115,6 +116,7 @@ pub struct RuntimeContext {
     secrets: BTreeMap<String, Supplied<SecretString>>,
     config: BTreeMap<String, Supplied<String>>,
     audit_log: Option<PathBuf>,
+    turn_ledger: Supplied<TurnLedger>,
 }
 
 impl std::fmt::Debug for RuntimeContext {
@@ -125,6 +127,7 @@ impl std::fmt::Debug for RuntimeContext {
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .field("config", &self.config)
             .field("audit_log", &self.audit_log)
+            .field("turn_ledger", &self.turn_ledger)
             .finish_non_exhaustive()
     }
 }
@@ -145,6 +148,7 @@ impl RuntimeContext {
             secrets: BTreeMap::new(),
             config: BTreeMap::new(),
             audit_log: None,
+            turn_ledger: Supplied::Missing,
         }
     }
 
@@ -167,6 +171,7 @@ impl RuntimeContext {
         if let Supplied::Given(path) = read(AUDIT_LOG_ENV) {
             context.audit_log = Some(PathBuf::from(path));
         }
+        context.turn_ledger = read(TURN_LEDGER_ENV).and_then(|path| ledger_dir(path.into()));
         let own = CONTEXT_VARS
             .iter()
             .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader());
@@ -253,6 +258,45 @@ impl RuntimeContext {
         self
     }
 
+    /// With the turn ledger in the directory `dir` (what `EVIDENCE_TURN_LEDGER` names in
+    /// a sandbox): every call is then admitted by the turn rules against the calls the
+    /// ledger holds for its policy's `policy_id`, whichever process made them. A
+    /// relative path is invalid.
+    pub fn with_turn_ledger(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir: PathBuf = dir.into();
+        self.turn_ledger = if dir.as_os_str().is_empty() {
+            Supplied::Missing
+        } else {
+            match ledger_dir(dir) {
+                Ok(ledger) => Supplied::Given(ledger),
+                Err(why) => Supplied::Invalid(why),
+            }
+        };
+        self
+    }
+
+    /// The turn ledger: `None` when none was given (the runtime then owns the turn),
+    /// the failure when the variable is invalid.
+    pub(crate) fn turn_ledger(&self) -> Result<Option<&TurnLedger>, RuntimeFailure> {
+        self.turn_ledger
+            .optional(&self.turn_ledger_what(), RuntimeFailureKind::ContextInvalid)
+    }
+
+    /// The turn ledger an MCP server needs: given, and its directory there now.
+    pub(crate) fn require_turn_ledger(&self) -> Result<&TurnLedger, RuntimeFailure> {
+        let ledger = self.turn_ledger.require(
+            &self.turn_ledger_what(),
+            RuntimeFailureKind::ContextMissing,
+            RuntimeFailureKind::ContextInvalid,
+        )?;
+        ledger.check().map_err(|e| e.to_failure())?;
+        Ok(ledger)
+    }
+
+    fn turn_ledger_what(&self) -> String {
+        format!("the turn ledger directory ({TURN_LEDGER_ENV})")
+    }
+
     /// The audit log file, `None` for stderr.
     pub fn audit_log(&self) -> Option<&Path> {
         self.audit_log.as_deref()
@@ -310,6 +354,14 @@ impl RuntimeContext {
             EnvelopeSource::File(path) => read_envelope_file(path)
                 .map_err(|(kind, why)| RuntimeFailure::new(kind, format!("{what}: {why}"))),
         }
+    }
+}
+
+fn ledger_dir(path: PathBuf) -> Result<TurnLedger, String> {
+    if path.is_absolute() {
+        Ok(TurnLedger::new(path))
+    } else {
+        Err("it must name an absolute path".to_owned())
     }
 }
 

@@ -4,10 +4,14 @@
 //! only the model's arguments and the trusted policy (the envelope the runtime writes
 //! per request, or the package's static canary when its manifest says so) are read. The
 //! one-shot entrypoint serves one call with it, the MCP server every call of its
-//! session, and an embedder builds one in memory ([`Sandbox::new`]).
+//! session, and an embedder builds one in memory ([`Sandbox::new`]). When the context
+//! names a turn ledger, a call whose policy verified runs only when the turn of that
+//! policy admits it there (see `crate::ledger`); a refusal is answered without running,
+//! with its audit record.
 
 use std::time::{Duration, Instant};
 
+use evidence_materialize::TurnLimits;
 use evidence_package::{
     AuditRecord, CallContext, Package, PolicyDelivery, SecretBinding, SecretValues,
 };
@@ -16,9 +20,10 @@ use evidence_result::{Operation, Origin, ToolResult};
 use jiff::Timestamp;
 
 use crate::ToolError;
-use crate::call::{PolicyInput, SandboxCall, run_sandbox_call};
+use crate::call::{PolicyInput, SandboxCall, prepare};
 use crate::deploy::running_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::ledger::Admitted;
 use crate::runtime_context::RuntimeContext;
 use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
@@ -230,6 +235,7 @@ impl<T: PackageTool> Sandbox<T> {
             }
         };
         let transport = self.transport.as_ref().map_err(Clone::clone)?;
+        let ledger = self.context.turn_ledger()?;
         let call = SandboxCall {
             package: &self.package,
             binding,
@@ -237,21 +243,66 @@ impl<T: PackageTool> Sandbox<T> {
             args: &args,
             now,
         };
-        let outcome = run_sandbox_call(
-            &transport.connector,
-            &transport.config,
-            &transport.secrets,
-            call,
-        )
-        .await
-        .map_err(|e| {
+        let no_result = |e: ToolError| {
             RuntimeFailure::new(
                 RuntimeFailureKind::ConfigInvalid,
                 format!("the call could not produce a result: {e}"),
             )
-        })?;
+        };
+        let prepared = prepare(call).map_err(no_result)?;
+        // With a turn ledger, a call whose policy verified runs only when the turn of
+        // that policy admits it; a policy that did not verify names no turn, and its call
+        // sends nothing anyway.
+        // The ledger's file lock may be waited for: off the async workers.
+        let admission = match (ledger, prepared.policy()) {
+            (Some(ledger), Some(policy)) => {
+                let (ledger, policy_id, plan) =
+                    (ledger.clone(), policy.policy_id.clone(), prepared.plan());
+                let limits = TurnLimits::new(policy.limits.max_calls_per_turn);
+                let admitted = off_workers(move || ledger.admit(&policy_id, limits, &plan))
+                    .await?
+                    .map_err(|e| e.to_failure())?;
+                Some(admitted)
+            }
+            _ => None,
+        };
+        let running = match admission {
+            None => None,
+            Some(Admitted::Refused(refusal)) => {
+                let outcome = prepared.answer_unrun(refusal.result).map_err(no_result)?;
+                return Ok((outcome.result, outcome.audit));
+            }
+            Some(Admitted::Run(running)) => Some(running),
+        };
+        let outcome = prepared
+            .run(&transport.connector, &transport.config, &transport.secrets)
+            .await
+            .map_err(no_result)?;
+        // The result is there: an answer the ledger cannot take leaves the call to be
+        // found abandoned by the next admission.
+        if let Some(running) = running {
+            let answer = running.answer(&outcome.result);
+            if let Err(e) = off_workers(move || answer.log())
+                .await
+                .and_then(|logged| logged.map_err(|e| e.to_failure()))
+            {
+                eprintln!("{}: {e}", T::TOOL.binary_name());
+            }
+        }
         Ok((outcome.result, outcome.audit))
     }
+}
+
+/// Runs blocking file work (the turn ledger's lock) on the blocking pool.
+async fn off_workers<R: Send + 'static>(
+    work: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, RuntimeFailure> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        RuntimeFailure::new(
+            RuntimeFailureKind::ContextInvalid,
+            format!("the turn ledger could not be used: {e}"),
+        )
+    })
 }
 
 /// The answer of a process whose own package did not load: the failure as a result and

@@ -24,8 +24,10 @@ fn initialized(bin: &Path, env: &[(&'static str, String)]) -> Wire {
     wire
 }
 
+/// Call `id` asks its own question (`tidb_cpu_<id>`): the turn ledger refuses to answer
+/// one twice in a turn.
 fn call(wire: &mut Wire, id: u64) -> ToolResult {
-    let args = json!({"queries": [{"queryId": "tidb_cpu", "unit": "cores",
+    let args = json!({"queries": [{"queryId": format!("tidb_cpu_{id}"), "unit": "cores",
         "expr": "sum by (instance) (rate(tidb_server_cpu_seconds_total{cluster_id=\"SaaS01\"}[1m]))"}]});
     let answer = wire.request(
         id,

@@ -320,14 +320,42 @@ async fn the_python_sdk_lists_and_calls_each_package_server_over_three_protocol_
     let mut restored = step(
         "envelope_restored",
         clinic_tool,
-        tidb_cpu_clinic("tidb_cpu"),
+        tidb_cpu_clinic("tidb_cpu_restored"),
     );
     restored["rename_before"] = json!([moved, envelope]);
+    // The blocked output is a shared failure: it stops its turn. The runtime's next
+    // envelope (a new `policy_id`) starts a new turn, and the server serves it.
+    let next = sign(
+        &clinic_dir,
+        "envelope-next.json",
+        &clinic,
+        &policy(
+            "clinic",
+            "managed_auto_oncall_clinic",
+            json!({"policy_id": "pol-after-blocked"}),
+        ),
+    );
+    let mut after_blocked = step(
+        "after_blocked",
+        clinic_tool,
+        tidb_cpu_clinic("tidb_cpu_after"),
+    );
+    after_blocked["rename_before"] = json!([next.envelope.display().to_string(), envelope]);
+    // Each session is a turn of its own (its own ledger), asking each question once.
+    let own_turn = |env: &[(&'static str, String)]| {
+        let mut env = env.to_vec();
+        env.retain(|(k, _)| *k != "EVIDENCE_TURN_LEDGER");
+        env.push((
+            "EVIDENCE_TURN_LEDGER",
+            new_ledger(&clinic_dir).display().to_string(),
+        ));
+        env
+    };
     let plan = json!({"sessions": [
-        session("clinic_2025_06_18", &clinic, &clinic_env, "2025-06-18", vec![
+        session("clinic_2025_06_18", &clinic, &own_turn(&clinic_env), "2025-06-18", vec![
             step("ok", clinic_tool, tidb_cpu_clinic("tidb_cpu")),
             step("provider_argument", clinic_tool, json!({
-                "queries": [{"queryId": "tidb_cpu", "expr": "up"}], "provider": "manus"})),
+                "queries": [{"queryId": "tidb_cpu_provider", "expr": "up"}], "provider": "manus"})),
             step("other_cluster", clinic_tool, json!({"queries": [{"queryId": "other",
                 "expr": "process_cpu_seconds_total{cluster_id=\"SaaS99\"}", "step": "15s"}]})),
             step("unknown_tool", "managed_auto_oncall_other", json!({})),
@@ -337,20 +365,20 @@ async fn the_python_sdk_lists_and_calls_each_package_server_over_three_protocol_
             restored,
             step("blocked", clinic_tool, json!({"queries": [{"queryId": "session_canary",
                 "expr": test_support::SESSION_CANARY.expr, "step": "15s", "unit": "sessions"}]})),
-            step("after_blocked", clinic_tool, tidb_cpu_clinic("tidb_cpu")),
+            after_blocked,
         ]),
-        session("clinic_2025_11_25", &clinic, &clinic_env, "2025-11-25", vec![
+        session("clinic_2025_11_25", &clinic, &own_turn(&clinic_env), "2025-11-25", vec![
             step("ok", clinic_tool, tidb_cpu_clinic("tidb_cpu")),
         ]),
-        session("clinic_2026_07_28", &clinic, &clinic_env, "2026-07-28", vec![
+        session("clinic_2026_07_28", &clinic, &own_turn(&clinic_env), "2026-07-28", vec![
             step("ok", clinic_tool, tidb_cpu_clinic("tidb_cpu")),
             step("provider_argument", clinic_tool, json!({
-                "queries": [{"queryId": "tidb_cpu", "expr": "up"}], "provider": "manus"})),
+                "queries": [{"queryId": "tidb_cpu_provider", "expr": "up"}], "provider": "manus"})),
         ]),
         session("manus_2026_07_28", &manus, &manus_env, "2026-07-28", vec![
             step("ok", manus_tool, json!({"queryId": "vida_cpu",
                 "expr": test_support::TIDB_CPU.expr, "step": "15s"})),
-            step("provider_argument", manus_tool, json!({"queryId": "vida_cpu",
+            step("provider_argument", manus_tool, json!({"queryId": "vida_cpu_provider",
                 "expr": "up", "provider": "clinic"})),
         ]),
         session("wetech_2025_11_25", &wetech, &wetech_env, "2025-11-25", vec![
@@ -806,6 +834,10 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
             test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
         ),
         ("CLINIC_API_TOKEN", "own-clinic-token-0001".to_owned()),
+        (
+            "EVIDENCE_TURN_LEDGER",
+            new_ledger(dir.path()).display().to_string(),
+        ),
         ("HOME", "/tmp".to_owned()),
     ];
     let config = ProptestConfig {
@@ -859,7 +891,7 @@ fn a_package_server_holds_only_its_own_variables_whatever_it_was_started_with() 
         for (name, _) in &leaked {
             prop_assert!(!names.contains(name), "{} kept: {:?}", name, names);
         }
-        for name in ["CLINIC_API_TOKEN", "EVIDENCE_TRUSTED_CONTEXT", "EVIDENCE_POLICY_KEYS", "CLINIC_BASE_URL", "PATH", "HOME"] {
+        for name in ["CLINIC_API_TOKEN", "EVIDENCE_TRUSTED_CONTEXT", "EVIDENCE_POLICY_KEYS", "EVIDENCE_TURN_LEDGER", "CLINIC_BASE_URL", "PATH", "HOME"] {
             prop_assert!(names.iter().any(|n| n == name), "{} dropped: {:?}", name, names);
         }
     });
@@ -910,7 +942,8 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
         for id in 1..=8u64 {
             wire.send(
                 json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": "managed_auto_oncall_clinic", "arguments": tidb_cpu_clinic("tidb_cpu")}}),
+                "name": "managed_auto_oncall_clinic",
+                "arguments": tidb_cpu_clinic(&format!("tidb_cpu_{id}"))}}),
             );
         }
         let mut results = Vec::new();

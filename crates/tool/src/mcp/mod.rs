@@ -11,7 +11,9 @@
 //! lock, connector, guard), and one audit record appended before the result is
 //! returned. A call that fails is a result with `isError: true`, never
 //! the end of the server. The process serves with only its own package's variables,
-//! whatever environment the client started it with.
+//! whatever environment the client started it with. Nothing else keeps the turn over
+//! MCP, so a server needs the turn ledger the three package servers share
+//! (`EVIDENCE_TURN_LEDGER`): every call is admitted there by the turn rules first.
 
 mod environment;
 mod inflight;

@@ -8,7 +8,7 @@
 //! every call it accepted has been recorded. Told to stop (SIGTERM, SIGINT: what an MCP
 //! client sends when a closed session's server does not exit in time), it records each
 //! call still running as cancelled and exits. A server that finds the policy signing key
-//! in its environment does not start.
+//! in its environment, or that has no usable turn ledger, does not start.
 
 use std::borrow::Cow;
 use std::process::ExitCode;
@@ -76,12 +76,13 @@ async fn serve<T: PackageTool>() -> Result<(), ToolError> {
     // its runtime context is missing or invalid): the server does not start, and says
     // why to the client (which shows the error of its `initialize` request) and on
     // stderr.
+    // Over MCP nothing else keeps the turn: the server also needs the turn ledger it
+    // shares with the other packages' servers.
     let started = Sandbox::<T>::start(RuntimeContext::from_env(T::TOOL));
-    if let Err(failure) = started
-        .as_ref()
-        .map_err(Clone::clone)
-        .and_then(|s| s.readiness())
-    {
+    if let Err(failure) = started.as_ref().map_err(Clone::clone).and_then(|s| {
+        s.readiness()?;
+        s.context().require_turn_ledger().map(drop)
+    }) {
         refuse_session(T::TOOL.binary_name(), &failure).await;
         return Err(ToolError::Mcp(format!("not started: {failure}")));
     }

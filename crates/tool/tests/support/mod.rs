@@ -208,8 +208,11 @@ pub fn with_one_byte_changed(bin: &Path, out: &Path) {
     std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// The runtime-context variables every tool reads.
+/// The runtime-context variables every tool reads, with a turn ledger of its own (a new
+/// directory next to the audit log for each call of this function: servers started with
+/// one such environment share one ledger).
 pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)> {
+    let dir = audit.parent().unwrap_or(Path::new("/tmp"));
     vec![
         (
             "EVIDENCE_TRUSTED_CONTEXT",
@@ -217,7 +220,20 @@ pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)>
         ),
         ("EVIDENCE_POLICY_KEYS", signed.keys.clone()),
         ("EVIDENCE_AUDIT_LOG", audit.display().to_string()),
+        (
+            "EVIDENCE_TURN_LEDGER",
+            new_ledger(dir).display().to_string(),
+        ),
     ]
+}
+
+/// A new, empty turn-ledger directory under `dir`.
+pub fn new_ledger(dir: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ledger = dir.join(format!("turn-ledger-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&ledger).unwrap();
+    ledger
 }
 
 /// The audit records written so far.
@@ -234,9 +250,17 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
+/// The turn ledger of [`ready_env`]: one directory for every test, which stays empty
+/// (no call there has a policy that verifies, so none names a turn).
+fn ready_ledger() -> PathBuf {
+    let dir = std::env::temp_dir().join("evidence-tool-tests-ready-ledger");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A complete runtime context for the server of `identity` that reaches no provider:
 /// valid verification keys, the envelope named at a path that does not exist (so each
-/// call answers `runtime_context_missing`, nothing sent), its secrets and its
+/// call answers `runtime_context_missing`, nothing sent), a turn ledger, its secrets and its
 /// configuration pointing at a closed loopback port. A server started with less refuses
 /// to start.
 pub fn ready_env(identity: &str) -> Vec<(&'static str, String)> {
@@ -246,6 +270,7 @@ pub fn ready_env(identity: &str) -> Vec<(&'static str, String)> {
             "/nonexistent/evidence/envelope.json".to_owned(),
         ),
         ("EVIDENCE_POLICY_KEYS", policy_keys()),
+        ("EVIDENCE_TURN_LEDGER", ready_ledger().display().to_string()),
     ];
     match identity {
         "managed_auto_oncall_clinic" => {

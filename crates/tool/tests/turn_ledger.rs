@@ -1,0 +1,473 @@
+//! The turn rules over MCP, without OpenCode: the Clinic and Manus servers, each its own
+//! process with only its own secrets, share the turn ledger the runtime names
+//! (`EVIDENCE_TURN_LEDGER`), and the turn is the envelope's `policy_id`. Driven over the
+//! wire against real Prometheus behind the Clinic and Manus fronts: calls of both
+//! servers run at once; an unchanged retry is refused; a shared failure in Manus stops
+//! Clinic's next call with nothing sent (its audit log shows the refusal); a new
+//! envelope starts a new turn; a server killed between a call's admission and its answer
+//! leaves a ledger the next server reads; a ledger that is missing or unusable fails
+//! closed; without the variable the server does not start, and the one-shot entrypoint
+//! runs as before.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use evidence_result::{McpCallToolResult, Status, ToolResult};
+use evidence_test_support as test_support;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use support::*;
+
+const CLINIC: &str = "managed_auto_oncall_clinic";
+const MANUS: &str = "managed_auto_oncall_manus";
+const CLINIC_TOKEN: &str = "turn-ledger-clinic-token-01";
+const MANUS_USER: &str = "turn-ledger-reader";
+const MANUS_PASSWORD: &str = "turn-ledger-password-01";
+
+fn clinic_args(query_id: &str, expr: &str) -> Value {
+    json!({"queries": [{"queryId": query_id, "expr": expr, "step": "15s", "unit": "cores"}]})
+}
+
+fn manus_args(query_id: &str) -> Value {
+    json!({"queryId": query_id, "expr": test_support::TIDB_CPU.expr, "step": "15s"})
+}
+
+fn call_message(id: u64, tool: &str, args: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+}
+
+fn result_of(message: &Value) -> ToolResult {
+    let mcp: McpCallToolResult = serde_json::from_value(message["result"].clone())
+        .unwrap_or_else(|e| panic!("{e}: {message}"));
+    ToolResult::from_mcp(&mcp).unwrap()
+}
+
+fn call(wire: &mut Wire, id: u64, tool: &str, args: &Value) -> ToolResult {
+    let message = call_message(id, tool, args);
+    result_of(&wire.request(id, "tools/call", message["params"].clone()))
+}
+
+/// The error code of a failed result (empty for a success).
+fn code_of(result: &ToolResult) -> String {
+    result
+        .details()
+        .error
+        .as_ref()
+        .map(|e| e.code.as_str().to_owned())
+        .unwrap_or_default()
+}
+
+/// The entries of the turn file of `policy_id` in `ledger`; each line must parse.
+fn ledger_entries(ledger: &Path, policy_id: &str) -> Vec<Value> {
+    std::fs::read_to_string(ledger.join(format!("{policy_id}.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    entries.iter().filter(|e| e["entry"] == kind).collect()
+}
+
+/// Real Prometheus behind both fronts, the two deployable folders.
+struct Fronts {
+    _main: test_support::Prometheus,
+    _vida: test_support::Prometheus,
+    clinic_front: test_support::ClinicFront,
+    manus_front: test_support::ManusFront,
+    dir: tempfile::TempDir,
+    clinic: PathBuf,
+    manus: PathBuf,
+}
+
+async fn fronts() -> Fronts {
+    let main = test_support::Prometheus::start(test_support::Fixture::Main)
+        .await
+        .unwrap();
+    let vida = test_support::Prometheus::start(test_support::Fixture::Vida)
+        .await
+        .unwrap();
+    let clinic_front =
+        test_support::ClinicFront::start(&main.url(), SecretString::from(CLINIC_TOKEN.to_owned()))
+            .await
+            .unwrap();
+    let manus_front = test_support::ManusFront::start(
+        "vida",
+        &vida.url(),
+        SecretString::from(MANUS_USER.to_owned()),
+        SecretString::from(MANUS_PASSWORD.to_owned()),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
+    let (manus, _) = deploy(dir.path(), MANUS, "v2", MANUS_TOOL);
+    Fronts {
+        _main: main,
+        _vida: vida,
+        clinic_front,
+        manus_front,
+        dir,
+        clinic,
+        manus,
+    }
+}
+
+impl Fronts {
+    fn clinic_sent(&self) -> usize {
+        self.clinic_front.requests().len()
+    }
+
+    /// The Clinic server's environment under the envelope of `policy_id`, with `ledger`
+    /// (`None`: without the variable).
+    fn clinic_env(&self, policy_id: &str, ledger: Option<&Path>) -> Vec<(&'static str, String)> {
+        let signed = sign(
+            self.dir.path(),
+            "clinic-envelope.json",
+            &self.clinic,
+            &policy("clinic", CLINIC, json!({"policy_id": policy_id})),
+        );
+        let mut env = with_ledger(
+            runtime_env(&signed, &self.dir.path().join("clinic-audit.jsonl")),
+            ledger,
+        );
+        env.push(("CLINIC_BASE_URL", self.clinic_front.base_url()));
+        env.push(("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned()));
+        env
+    }
+
+    fn manus_env(&self, policy_id: &str, ledger: &Path) -> Vec<(&'static str, String)> {
+        let signed = sign(
+            self.dir.path(),
+            "manus-envelope.json",
+            &self.manus,
+            &policy(
+                "manus",
+                MANUS,
+                json!({"policy_id": policy_id, "manus_target": "vida"}),
+            ),
+        );
+        let mut env = with_ledger(
+            runtime_env(&signed, &self.dir.path().join("manus-audit.jsonl")),
+            Some(ledger),
+        );
+        env.push(("MANUS_VIDA_URL", self.manus_front.base_url()));
+        env.push(("MANUS_USERNAME", MANUS_USER.to_owned()));
+        env.push(("MANUS_PASSWORD", MANUS_PASSWORD.to_owned()));
+        env.push((
+            "MANUS_REF_KEYS",
+            format!(
+                "k1:{}",
+                base64::engine::general_purpose::STANDARD.encode([7u8; 32])
+            ),
+        ));
+        env
+    }
+
+    fn clinic_audit(&self) -> Vec<Value> {
+        audit_records(&self.dir.path().join("clinic-audit.jsonl"))
+    }
+}
+
+/// `env` with its turn ledger replaced by `ledger` (removed for `None`).
+fn with_ledger(
+    mut env: Vec<(&'static str, String)>,
+    ledger: Option<&Path>,
+) -> Vec<(&'static str, String)> {
+    env.retain(|(k, _)| *k != "EVIDENCE_TURN_LEDGER");
+    if let Some(ledger) = ledger {
+        env.push(("EVIDENCE_TURN_LEDGER", ledger.display().to_string()));
+    }
+    env
+}
+
+fn started(bin: &Path, env: &[(&'static str, String)]) -> Wire {
+    let mut wire = Wire::start_with(bin, env);
+    wire.initialize();
+    wire
+}
+
+/// Reads `wire`'s answers until the one of request `id`.
+fn answer_of(wire: &mut Wire, id: u64) -> ToolResult {
+    use std::io::BufRead as _;
+    loop {
+        let mut line = String::new();
+        assert!(
+            wire.stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended"
+        );
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return result_of(&message);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_package_servers_of_one_turn_share_its_rules() {
+    let fronts = fronts().await;
+    let ledger = new_ledger(fronts.dir.path());
+    let turn = "pol-shared-turn";
+    let clinic_env = fronts.clinic_env(turn, Some(&ledger));
+    let manus_env = fronts.manus_env(turn, &ledger);
+    let (clinic_bin, manus_bin) = (entrypoint(&fronts.clinic), entrypoint(&fronts.manus));
+    let delay = Duration::from_millis(2000);
+    fronts.clinic_front.faults().set_delay(delay);
+    fronts.manus_front.faults().set_delay(delay);
+
+    // Both servers' calls at once: each is admitted under the ledger's lock and runs
+    // without it, so they overlap.
+    let (mut clinic, mut manus, concurrent) = {
+        let (clinic_env, manus_env, clinic_bin, manus_bin) = (
+            clinic_env.clone(),
+            manus_env.clone(),
+            clinic_bin.clone(),
+            manus_bin.clone(),
+        );
+        blocking(move || {
+            let mut clinic = started(&clinic_bin, &clinic_env);
+            let mut manus = started(&manus_bin, &manus_env);
+            let begun = Instant::now();
+            clinic.send(call_message(
+                1,
+                CLINIC,
+                &clinic_args("tidb_cpu", test_support::TIDB_CPU.expr),
+            ));
+            manus.send(call_message(1, MANUS, &manus_args("vida_cpu")));
+            let results = [answer_of(&mut clinic, 1), answer_of(&mut manus, 1)];
+            (clinic, manus, (begun.elapsed(), results))
+        })
+        .await
+    };
+    let (elapsed, [clinic_ok, manus_ok]) = concurrent;
+    assert_eq!(
+        clinic_ok.details().status,
+        Status::Ok,
+        "{}",
+        clinic_ok.text()
+    );
+    assert_eq!(manus_ok.details().status, Status::Ok, "{}", manus_ok.text());
+    assert!(
+        elapsed < delay * 2 - Duration::from_millis(200),
+        "the two servers' calls did not overlap: {elapsed:?}"
+    );
+    let entries = ledger_entries(&ledger, turn);
+    let admitted = entries_of(&entries, "admitted");
+    assert_eq!(admitted.len(), 2, "{entries:?}");
+    assert_ne!(admitted[0]["call"], admitted[1]["call"]);
+    assert_eq!(entries_of(&entries, "answered").len(), 2, "{entries:?}");
+    let packages: Vec<&Value> = admitted.iter().map(|e| &e["package"]).collect();
+    assert!(packages.contains(&&json!(CLINIC)) && packages.contains(&&json!(MANUS)));
+    fronts.clinic_front.faults().set_delay(Duration::ZERO);
+    fronts.manus_front.faults().set_delay(Duration::ZERO);
+
+    // An unchanged retry of a failed request is refused, nothing sent.
+    let m2m = clinic_args("tidb_m2m", test_support::TIDB_MANY_TO_MANY.expr);
+    let (rejected, retried, sent_between, clinic_back) = {
+        let sent_before = fronts.clinic_sent();
+        let m2m = m2m.clone();
+        let (rejected, retried, clinic_back) = blocking(move || {
+            let rejected = call(&mut clinic, 2, CLINIC, &m2m);
+            let retried = call(&mut clinic, 3, CLINIC, &m2m);
+            (rejected, retried, clinic)
+        })
+        .await;
+        (
+            rejected,
+            retried,
+            fronts.clinic_sent() - sent_before,
+            clinic_back,
+        )
+    };
+    clinic = clinic_back;
+    assert!(rejected.is_failed(), "{}", rejected.text());
+    assert_eq!(code_of(&retried), "unchanged_retry", "{}", retried.text());
+    assert_eq!(sent_between, 1, "the unchanged retry reached the front");
+
+    // A shared failure in Manus (the target refuses the reader) stops the turn: Clinic's
+    // next call, on a new question, is refused with nothing sent, and its audit log
+    // records the refusal.
+    fronts.manus_front.set_forbidden(true);
+    let audit_before = fronts.clinic_audit().len();
+    let sent_before = fronts.clinic_sent();
+    let (shared, stopped, clinic_back) = blocking(move || {
+        let shared = call(&mut manus, 2, MANUS, &manus_args("vida_mem"));
+        let stopped = call(
+            &mut clinic,
+            4,
+            CLINIC,
+            &clinic_args("tidb_cpu_again", test_support::TIDB_CPU.expr),
+        );
+        drop(manus);
+        (shared, stopped, clinic)
+    })
+    .await;
+    clinic = clinic_back;
+    let class = shared.details().error.as_ref().map(|e| e.class).unwrap();
+    assert!(class.is_shared(), "{}", shared.text());
+    assert_eq!(code_of(&stopped), "turn_stopped", "{}", stopped.text());
+    assert_eq!(
+        fronts.clinic_sent(),
+        sent_before,
+        "a stopped turn sent a call"
+    );
+    let audit = fronts.clinic_audit();
+    assert_eq!(audit.len(), audit_before + 1);
+    let record = audit.last().unwrap();
+    assert_eq!(record["policy_id"], turn, "{record}");
+    assert_eq!(record["failure_class"], "policy_violation", "{record}");
+    assert_eq!(record["query_ids"], json!(["tidb_cpu_again"]), "{record}");
+
+    // A new envelope is a new turn: the runtime writes it, and Clinic runs again.
+    // (The envelope is rewritten at the path the running server reads.)
+    fronts.clinic_env("pol-next-turn", Some(&ledger));
+    let again = blocking(move || {
+        call(
+            &mut clinic,
+            5,
+            CLINIC,
+            &clinic_args("tidb_cpu", test_support::TIDB_CPU.expr),
+        )
+    })
+    .await;
+    assert_eq!(again.details().status, Status::Ok, "{}", again.text());
+    assert_eq!(ledger_entries(&ledger, "pol-next-turn").len(), 2);
+}
+
+#[tokio::test]
+async fn a_server_killed_between_admission_and_answer_leaves_a_ledger_the_next_one_reads() {
+    let fronts = fronts().await;
+    let ledger = new_ledger(fronts.dir.path());
+    let turn = "pol-crash-turn";
+    let env = fronts.clinic_env(turn, Some(&ledger));
+    let bin = entrypoint(&fronts.clinic);
+    fronts
+        .clinic_front
+        .faults()
+        .set_delay(Duration::from_millis(4000));
+    let cpu = clinic_args("tidb_cpu", test_support::TIDB_CPU.expr);
+    let (ledger_in, cpu_in) = (ledger.clone(), cpu.clone());
+    let (first, second, changed) = blocking(move || {
+        let mut doomed = started(&bin, &env);
+        doomed.send(call_message(1, CLINIC, &cpu_in));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while entries_of(&ledger_entries(&ledger_in, turn), "admitted").is_empty() {
+            assert!(Instant::now() < deadline, "the call was never admitted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Killed after the admission was appended, before its answer.
+        doomed.child.kill().unwrap();
+        doomed.child.wait().unwrap();
+        let mut next = started(&bin, &env);
+        let first = call(
+            &mut next,
+            1,
+            CLINIC,
+            &clinic_args("tidb_other", test_support::TIDB_CPU.expr),
+        );
+        let second = call(&mut next, 2, CLINIC, &cpu_in);
+        let changed = call(
+            &mut next,
+            3,
+            CLINIC,
+            &json!({"queries": [{"queryId": "tidb_cpu", "expr": test_support::TIDB_CPU.expr,
+                                 "step": "30s", "unit": "cores"}]}),
+        );
+        (first, second, changed)
+    })
+    .await;
+    // Other questions run; the killed call's question is ended: its request is not run
+    // again, and no change of it fixes a crash.
+    assert_eq!(first.details().status, Status::Ok, "{}", first.text());
+    assert_eq!(code_of(&second), "unchanged_retry", "{}", second.text());
+    assert_eq!(code_of(&changed), "objective_failed", "{}", changed.text());
+    let entries = ledger_entries(&ledger, turn);
+    assert_eq!(entries_of(&entries, "abandoned").len(), 1, "{entries:?}");
+    assert_eq!(entries_of(&entries, "admitted").len(), 2, "{entries:?}");
+    assert_eq!(entries_of(&entries, "answered").len(), 1, "{entries:?}");
+    assert_eq!(entries_of(&entries, "refused").len(), 2, "{entries:?}");
+}
+
+#[tokio::test]
+async fn without_a_usable_ledger_a_server_fails_closed() {
+    let fronts = fronts().await;
+    let bin = entrypoint(&fronts.clinic);
+    let cpu = clinic_args("tidb_cpu", test_support::TIDB_CPU.expr);
+
+    // Without the variable, or with a directory that is not there, the server refuses
+    // the session at `initialize`, naming the variable.
+    for ledger in [None, Some(fronts.dir.path().join("no-such-ledger"))] {
+        let env = fronts.clinic_env("pol-no-ledger", ledger.as_deref());
+        let bin = bin.clone();
+        let init = blocking(move || {
+            let mut wire = Wire::start_with(&bin, &env);
+            wire.request(
+                0,
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "turn-ledger-test", "version": "1"}}),
+            )
+        })
+        .await;
+        let message = init["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("EVIDENCE_TURN_LEDGER"),
+            "{ledger:?}: {init}"
+        );
+    }
+
+    // A ledger directory removed after start, or whose turn file cannot be appended to:
+    // each call is a typed runtime-context failure, nothing sent, one audit record.
+    let ledger = new_ledger(fronts.dir.path());
+    let env = fronts.clinic_env("pol-broken-ledger", Some(&ledger));
+    let (ledger_in, bin_in, cpu_in) = (ledger.clone(), bin.clone(), cpu.clone());
+    let (removed, blocked) = blocking(move || {
+        let mut wire = started(&bin_in, &env);
+        std::fs::remove_dir(&ledger_in).unwrap();
+        let removed = call(&mut wire, 1, CLINIC, &cpu_in);
+        std::fs::create_dir(&ledger_in).unwrap();
+        std::fs::create_dir(ledger_in.join("pol-broken-ledger.jsonl")).unwrap();
+        let blocked = call(&mut wire, 2, CLINIC, &cpu_in);
+        (removed, blocked)
+    })
+    .await;
+    assert_eq!(
+        code_of(&removed),
+        "runtime_context_missing",
+        "{}",
+        removed.text()
+    );
+    assert!(removed.text().contains("turn ledger"), "{}", removed.text());
+    assert_eq!(
+        code_of(&blocked),
+        "runtime_context_invalid",
+        "{}",
+        blocked.text()
+    );
+    assert_eq!(fronts.clinic_sent(), 0, "a call ran without the ledger");
+    assert_eq!(fronts.clinic_audit().len(), 2);
+
+    // The one-shot entrypoint without the variable runs as before: the runtime owns the
+    // turn, so the same question runs twice.
+    let env = fronts.clinic_env("pol-one-shot", None);
+    let answers = blocking(move || {
+        (0..2)
+            .map(|_| {
+                let (code, out, err) = run(&bin, &[], &env, &cpu.to_string());
+                assert_eq!(code, 0, "{err}");
+                ToolResult::from_json(out.trim()).unwrap()
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    for answer in &answers {
+        assert_eq!(answer.details().status, Status::Ok, "{}", answer.text());
+    }
+    assert_eq!(fronts.clinic_sent(), 2);
+}
