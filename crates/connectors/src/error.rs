@@ -1,3 +1,5 @@
+//! The connector error: what goes wrong before a provider answer becomes a result.
+
 use thiserror::Error;
 
 /// Everything that can go wrong in a connector before a provider answer becomes a

@@ -1,3 +1,6 @@
+//! One tool call as the runtime sees it (the queries it carries and, once it ran, its
+//! result), and the per-attempt view that turn control and materialization read.
+
 use std::time::Duration;
 
 use evidence_result::{

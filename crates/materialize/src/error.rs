@@ -1,3 +1,5 @@
+//! The error of turn control and materialization.
+
 use evidence_result::{PackageId, Provider, QueryId, ResultError};
 use thiserror::Error;
 

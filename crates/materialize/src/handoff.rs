@@ -1,3 +1,6 @@
+//! The child handoff: the final outcome of each objective with its attempt trail, per
+//! provider capability and the turn's stop, materialized from a turn's call records.
+
 use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;

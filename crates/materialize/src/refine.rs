@@ -1,3 +1,6 @@
+//! The refinement gate: whether a later adaptive round may run (at most once, for a
+//! distinct new question drawn from materialized evidence) and for which query ids.
+
 use std::collections::HashSet;
 use std::fmt;
 

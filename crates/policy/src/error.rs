@@ -1,3 +1,5 @@
+//! The error of reading, verifying, signing and binding trusted policy.
+
 use evidence_result::{Correction, Digest, ErrorCode, Failure, FailureClass, PackageId, Provider};
 use jiff::Timestamp;
 use thiserror::Error;

@@ -1,3 +1,6 @@
+//! The trusted policy model: what Auto-oncall fixes for one request (ticket, provider,
+//! package, cluster, Manus target, time window, limits) and its consistency rules.
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;

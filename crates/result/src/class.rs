@@ -1,3 +1,6 @@
+//! Failure classes: why a call failed, and the groups of classes that decide what the
+//! caller may do next (correct once, report, or stop the turn).
+
 use std::fmt;
 
 use schemars::JsonSchema;

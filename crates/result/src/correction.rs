@@ -1,3 +1,6 @@
+//! Correction metadata: the shared same-turn correction rule that every tool description
+//! carries, and what a failed result tells the caller it may change.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

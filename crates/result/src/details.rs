@@ -1,3 +1,6 @@
+//! The structured `details` of a result: status, origin, failure and per-item outcome of
+//! a batch, with the rules a well-formed result keeps.
+
 use std::sync::Arc;
 
 use schemars::JsonSchema;

@@ -1,3 +1,6 @@
+//! Digests: the SHA-256 package digest, the short request digest of a locked request, and
+//! the canonical JSON both are computed over.
+
 use std::fmt;
 use std::str::FromStr;
 

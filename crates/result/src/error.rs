@@ -1,3 +1,5 @@
+//! The error of building, checking or reading a result.
+
 use thiserror::Error;
 
 /// Everything that can go wrong while building, checking or reading a result.

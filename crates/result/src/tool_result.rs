@@ -1,3 +1,6 @@
+//! The result transport: a [`ToolResult`] whose `text` is exactly the JSON of its
+//! `details`, and its serialized form.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -1,3 +1,5 @@
+//! The error of starting or driving the real test processes.
+
 use std::path::PathBuf;
 
 use thiserror::Error;

@@ -1,3 +1,6 @@
+//! The Prometheus `query_range` request: expression, window, step and timeout, encoded
+//! as a form body.
+
 use std::time::Duration;
 
 use evidence_result::EvidenceWindow;
