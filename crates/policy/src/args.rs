@@ -289,48 +289,19 @@ impl JsonSchema for Step {
     }
 }
 
-/// A short plain unit label such as `cores`, `bytes`, `%` or `ops/s`: 1-16 characters
-/// of ASCII letters, digits, `%`, `/`, `_`, `-` and spaces, not only spaces.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Unit(String);
-
-impl Unit {
-    /// Checks and wraps a unit label.
-    pub fn new(value: impl Into<String>) -> Result<Self, String> {
-        let value = value.into();
-        let ok = !value.is_empty()
-            && value.chars().count() <= MAX_UNIT_CHARS
-            && value.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'%' | b'/' | b'_' | b'-' | b' ')
-            })
-            && !value.trim().is_empty();
-        if ok {
-            Ok(Unit(value))
-        } else {
-            Err(format!(
-                "unit {value:?} is not a short plain label: use 1-16 letters, digits, '%', '/', '_', '-' or spaces, e.g. cores, bytes, %"
-            ))
-        }
-    }
-
-    /// The label.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for Unit {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Unit::new(value)
-    }
-}
-
-impl From<Unit> for String {
-    fn from(value: Unit) -> Self {
-        value.0
-    }
+evidence_result::checked_string! {
+    /// A short plain unit label such as `cores`, `bytes`, `%` or `ops/s`: 1-16 characters
+    /// of ASCII letters, digits, `%`, `/`, `_`, `-` and spaces, not only spaces.
+    pub struct Unit;
+    check: |value| !value.is_empty()
+        && value.chars().count() <= MAX_UNIT_CHARS
+        && value.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'%' | b'/' | b'_' | b'-' | b' ')
+        })
+        && !value.trim().is_empty(),
+    error: String = |value| format!(
+        "unit {value:?} is not a short plain label: use 1-16 letters, digits, '%', '/', '_', '-' or spaces, e.g. cores, bytes, %"
+    ),
 }
 
 impl JsonSchema for Unit {
@@ -349,46 +320,17 @@ impl JsonSchema for Unit {
     }
 }
 
-/// An opaque instance reference returned by an earlier Manus result: 1-2048 characters
-/// of ASCII letters, digits and `. _ ~ : + / = -`. Only the Manus connector can read it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct InstanceRef(String);
-
-impl InstanceRef {
-    /// Checks and wraps a reference.
-    pub fn new(value: impl Into<String>) -> Result<Self, String> {
-        let value = value.into();
-        let ok = !value.is_empty()
-            && value.len() <= MAX_INSTANCE_REF_BYTES
-            && value.bytes().all(|b| {
-                b.is_ascii_alphanumeric()
-                    || matches!(b, b'.' | b'_' | b'~' | b':' | b'+' | b'/' | b'=' | b'-')
-            });
-        if ok {
-            Ok(InstanceRef(value))
-        } else {
-            Err("instanceRef is not an opaque reference from an earlier result; pass one back unchanged or leave it out".to_owned())
-        }
-    }
-
-    /// The reference text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for InstanceRef {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        InstanceRef::new(value)
-    }
-}
-
-impl From<InstanceRef> for String {
-    fn from(value: InstanceRef) -> Self {
-        value.0
-    }
+evidence_result::checked_string! {
+    /// An opaque instance reference returned by an earlier Manus result: 1-2048 characters
+    /// of ASCII letters, digits and `. _ ~ : + / = -`. Only the Manus connector can read it.
+    pub struct InstanceRef;
+    check: |value| !value.is_empty()
+        && value.len() <= MAX_INSTANCE_REF_BYTES
+        && value.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'.' | b'_' | b'~' | b':' | b'+' | b'/' | b'=' | b'-')
+        }),
+    error: String = |_| "instanceRef is not an opaque reference from an earlier result; pass one back unchanged or leave it out".to_owned(),
 }
 
 impl JsonSchema for InstanceRef {

@@ -1,72 +1,9 @@
-use std::fmt;
-use std::str::FromStr;
+//! Identifiers of trusted policy: the ticket key, the policy id and the signing key id,
+//! and the rule for a value policy may bind into a label matcher.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::PolicyError;
-
-macro_rules! policy_id {
-    ($(#[$meta:meta])* $name:ident, $what:literal, $rule:literal, $check:expr) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// Checks and wraps a value.
-            pub fn new(value: impl Into<String>) -> Result<Self, PolicyError> {
-                let value = value.into();
-                let check: fn(&str) -> bool = $check;
-                if check(&value) {
-                    Ok(Self(value))
-                } else {
-                    Err(PolicyError::InvalidPolicy(format!(
-                        concat!("invalid ", $what, " {:?}: ", $rule),
-                        value
-                    )))
-                }
-            }
-
-            /// The value as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = PolicyError;
-            fn try_from(value: String) -> Result<Self, Self::Error> {
-                Self::new(value)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> Self {
-                value.0
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = PolicyError;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Self::new(s)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-    };
-}
 
 fn is_token(s: &str, max: usize) -> bool {
     !s.is_empty()
@@ -75,12 +12,11 @@ fn is_token(s: &str, max: usize) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
 }
 
-policy_id!(
+evidence_result::checked_string! {
     /// A Jira ticket key such as `APID-29213`: an upper-case project key, `-`, a number.
-    TicketKey,
-    "ticket key",
-    "expected an upper-case project key, '-' and a number, e.g. APID-29213",
-    |s| {
+    #[derive(JsonSchema)]
+    pub struct TicketKey;
+    check: |s| {
         let Some((project, number)) = s.split_once('-') else {
             return false;
         };
@@ -93,26 +29,44 @@ policy_id!(
             && number.len() <= 18
             && number.bytes().all(|b| b.is_ascii_digit())
             && !number.starts_with('0')
-    }
-);
+    },
+    error: PolicyError = |value| invalid(
+        "ticket key",
+        "expected an upper-case project key, '-' and a number, e.g. APID-29213",
+        &value,
+    ),
+}
 
-policy_id!(
+evidence_result::checked_string! {
     /// The identity of one issued trusted policy: 1-128 characters of letters, digits,
     /// `_`, `-`, `.` and `:`.
-    PolicyId,
-    "policy id",
-    "use 1-128 characters of letters, digits, '_', '-', '.', ':'",
-    |s| is_token(s, 128)
-);
+    #[derive(JsonSchema)]
+    pub struct PolicyId;
+    check: |s| is_token(s, 128),
+    error: PolicyError = |value| invalid(
+        "policy id",
+        "use 1-128 characters of letters, digits, '_', '-', '.', ':'",
+        &value,
+    ),
+}
 
-policy_id!(
+evidence_result::checked_string! {
     /// The id of a signing key in a [`crate::KeyRing`]: 1-64 characters of letters,
     /// digits, `_`, `-` and `.`.
-    KeyId,
-    "key id",
-    "use 1-64 characters of letters, digits, '_', '-', '.'",
-    |s| is_token(s, 64) && !s.contains(':')
-);
+    #[derive(JsonSchema)]
+    pub struct KeyId;
+    check: |s| is_token(s, 64) && !s.contains(':'),
+    error: PolicyError = |value| invalid(
+        "key id",
+        "use 1-64 characters of letters, digits, '_', '-', '.'",
+        &value,
+    ),
+}
+
+/// The refusal of a malformed id: `invalid <what> "<value>": <rule>`.
+fn invalid(what: &str, rule: &str, value: &str) -> PolicyError {
+    PolicyError::InvalidPolicy(format!("invalid {what} {value:?}: {rule}"))
+}
 
 /// True for a value the policy may bind into a PromQL label matcher or name a scope
 /// with: 1-128 printable ASCII characters without spaces, quotes or backslashes.

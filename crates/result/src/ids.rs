@@ -1,5 +1,7 @@
+//! Identifiers of the contract: query ids, package ids, error codes, and the provider
+//! and operation a result is for.
+
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -15,92 +17,34 @@ fn is_snake_id(s: &str) -> bool {
         && s.as_bytes()[0].is_ascii_lowercase()
 }
 
-macro_rules! string_id {
-    ($(#[$meta:meta])* $name:ident, $check:expr, $err:ident) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-        #[serde(try_from = "String", into = "String")]
-        // Shared text: ids are cloned into every result, trail and handoff that names
-        // them, and a clone must not allocate.
-        pub struct $name(Arc<str>);
-
-        impl $name {
-            /// Checks and wraps a value.
-            pub fn new(value: impl Into<String>) -> Result<Self, ResultError> {
-                let value = value.into();
-                let check: fn(&str) -> bool = $check;
-                if check(&value) {
-                    Ok(Self(value.into()))
-                } else {
-                    Err(ResultError::$err(value))
-                }
-            }
-
-            /// The value as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = ResultError;
-            fn try_from(value: String) -> Result<Self, Self::Error> {
-                Self::new(value)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> Self {
-                value.0.as_ref().to_owned()
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = ResultError;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Self::new(s)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-    };
-}
-
-string_id!(
+checked_string! {
     /// The stable identity of one diagnostic objective: 1-64 characters of letters,
     /// digits, `_`, `-`, `.` and `:`. Attempts with the same `QueryId` are one objective.
-    QueryId,
-    |s| !s.is_empty()
+    #[derive(JsonSchema)]
+    pub struct QueryId;
+    check: |s| !s.is_empty()
         && s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')),
-    InvalidQueryId
-);
+    error: ResultError = ResultError::InvalidQueryId,
+}
 
-string_id!(
+checked_string! {
     /// The identity of a Managed Tool package, e.g. `managed_auto_oncall_clinic`.
-    PackageId,
-    is_snake_id,
-    InvalidPackageId
-);
+    #[derive(JsonSchema)]
+    pub struct PackageId;
+    check: is_snake_id,
+    error: ResultError = ResultError::InvalidPackageId,
+}
 
-string_id!(
+checked_string! {
     /// A machine-readable error code that names its origin, e.g. `clinic_http_422`,
     /// `promql_parse_error`, `scope_violation`.
-    ErrorCode,
-    is_snake_id,
-    InvalidErrorCode
-);
+    #[derive(JsonSchema)]
+    pub struct ErrorCode;
+    check: is_snake_id,
+    error: ResultError = ResultError::InvalidErrorCode,
+}
 
 impl PackageId {
     /// The Clinic package identity.

@@ -1,5 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+// First, so that the modules below can name the macro without a path.
+#[macro_use]
+mod checked_string;
 mod class;
 mod codes;
 mod correction;
