@@ -1,6 +1,6 @@
 //! Building a guard: the protected values a caller adds (secrets and the values derived
-//! from a browser storage state), the limits of a scan, and the one multi-pattern
-//! automaton and prefilter built over every searched form of every value.
+//! from a browser storage state), and the one multi-pattern automaton and prefilter
+//! built over every searched form of every value. Every [`OutputGuard`] is made here.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,6 +11,7 @@ use zeroize::{Zeroize as _, Zeroizing};
 
 use super::cut::cut_at_char_boundary;
 use super::encodings::encodings;
+use super::limits::GuardLimits;
 use super::prefilter::Prefilter;
 use super::scan::OutputGuard;
 use crate::PackageError;
@@ -19,30 +20,6 @@ use crate::storage_state::{Role, derive_values, jwt_segments};
 
 /// Longest searched form; longer forms are searched by this prefix.
 const MAX_NEEDLE: usize = 64;
-
-/// Bounds of one scan. Exceeding a bound is a scan failure, and a scan failure blocks the
-/// output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GuardLimits {
-    /// Largest output scanned; a larger one is blocked.
-    pub max_output_bytes: usize,
-    /// How many times decoded text is decoded again (base64, hex, percent-encoding, JSON
-    /// escapes).
-    pub max_decode_depth: usize,
-    /// Decoded bytes allowed in total, as a multiple of the output size (at least 1 MiB);
-    /// more is treated as a decode bomb.
-    pub decode_budget_factor: usize,
-}
-
-impl Default for GuardLimits {
-    fn default() -> Self {
-        GuardLimits {
-            max_output_bytes: 16 * 1024 * 1024,
-            max_decode_depth: 3,
-            decode_budget_factor: 8,
-        }
-    }
-}
 
 /// Collects the protected values and builds an [`OutputGuard`].
 pub struct GuardBuilder {
@@ -225,6 +202,13 @@ impl GuardBuilder {
             labels,
             limits: self.limits,
         })
+    }
+}
+
+impl OutputGuard {
+    /// A guard that protects nothing but still enforces the size cap.
+    pub fn empty(limits: GuardLimits) -> Result<Self, PackageError> {
+        GuardBuilder::new(limits).build()
     }
 }
 

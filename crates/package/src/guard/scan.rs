@@ -9,11 +9,10 @@ use std::fmt;
 use aho_corasick::AhoCorasick;
 use evidence_result::{Details, ErrorCode, Failure, FailureClass, Origin, QueryId, ToolResult};
 
-use super::builder::{GuardBuilder, GuardLimits};
 use super::decode::decode_level;
+use super::limits::GuardLimits;
 use super::prefilter::Prefilter;
 use super::verdict::{BlockCause, Blocked, Guarded, ScanFailure, Verdict};
-use crate::PackageError;
 
 /// The fail-closed output guard: one Aho-Corasick automaton over every encoding of every
 /// protected value, plus a bounded decode-and-rescan of base64, hex, percent-encoded and
@@ -47,11 +46,6 @@ impl fmt::Debug for OutputGuard {
 const MAX_BLOCKED_NAMES: usize = 16;
 
 impl OutputGuard {
-    /// A guard that protects nothing but still enforces the size cap.
-    pub fn empty(limits: GuardLimits) -> Result<Self, PackageError> {
-        GuardBuilder::new(limits).build()
-    }
-
     /// The limits in force.
     pub fn limits(&self) -> GuardLimits {
         self.limits
@@ -223,6 +217,7 @@ mod tests {
     use secrecy::SecretString;
 
     use super::*;
+    use crate::guard::GuardBuilder;
     use crate::guard::encodings::percent_encode;
 
     fn guard(values: &[(&str, &str)]) -> OutputGuard {
