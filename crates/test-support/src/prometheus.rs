@@ -16,8 +16,12 @@ use crate::process::{
 };
 use crate::{Fixture, TestSupportError, TikvThreads};
 
-/// The source of the fixture generator, which keys the block cache.
-const FIXTURE_GENERATOR_SOURCE: &str = include_str!("fixtures.rs");
+/// The sources of the fixture generator (the fixtures and their OpenMetrics text), which
+/// key the block cache.
+const FIXTURE_GENERATOR_SOURCES: [&str; 2] = [
+    include_str!("fixtures/mod.rs"),
+    include_str!("fixtures/openmetrics.rs"),
+];
 /// The source of the large data set's generator, which keys its block cache too.
 const LARGE_GENERATOR_SOURCE: &str = include_str!("large.rs");
 
@@ -215,7 +219,7 @@ static BLOCKS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
 /// The directory of backfilled blocks for `fixture`, built on first use.
 ///
 /// Blocks are cached in `$TMPDIR/evidence-test-support/<fixture>-<hash>` where the hash
-/// covers the fixture generator's source (`fixtures.rs`) and the fixture name, so any
+/// covers the fixture generator's sources (`fixtures/`) and the fixture name, so any
 /// change of a fixture builds new blocks. A cache entry is moved into place atomically
 /// once complete.
 pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportError> {
@@ -227,7 +231,7 @@ pub(crate) fn fixture_blocks(fixture: Fixture) -> Result<PathBuf, TestSupportErr
 
 /// The directory of backfilled blocks of the data set `name`, whose OpenMetrics text
 /// `write` writes to the path it is given, built on first use and cached as
-/// [`fixture_blocks`] says. The generators live entirely in `fixtures.rs` and
+/// [`fixture_blocks`] says. The generators live entirely in `fixtures/` and
 /// `large.rs`: their sources and the name determine the text, so they key the cache
 /// without generating the text first.
 fn cached_blocks(
@@ -240,7 +244,9 @@ fn cached_blocks(
     }
     let promtool = find_program("promtool", &["/usr/bin"], PROMETHEUS_INSTALL)?;
     let mut hasher = Sha256::new();
-    hasher.update(FIXTURE_GENERATOR_SOURCE.as_bytes());
+    for source in FIXTURE_GENERATOR_SOURCES {
+        hasher.update(source.as_bytes());
+    }
     if name.starts_with("tikv-threads-") {
         hasher.update(LARGE_GENERATOR_SOURCE.as_bytes());
     }
