@@ -16,25 +16,13 @@ use serde_json::{Value, json};
 
 const ARGS: &str = r#"{"queryId":"tidb_cpu","expr":"sum by (instance) (rate(tidb_server_cpu_seconds_total{job=\"tidb\"}[1m])) / on (instance) group_left () max by (instance) (tidb_server_maxprocs{job=\"tidb\"})","unit":"cores","step":"30s"}"#;
 
+/// The APID-29213 fixture for the Wetech package.
 fn policy() -> TrustedPolicy {
-    serde_json::from_value(json!({
-        "policy_id": "pol-APID-29213-1",
-        "ticket": "APID-29213",
-        "provider": "wetech",
-        "package": "managed_auto_oncall_wetech",
-        "account": "acct-saas",
-        "cluster": {"id": "SaaS01", "tier": "dedicated"},
-        "operation": "query_range",
-        "wetech_query_ids": ["tidb_cpu"],
-        "wetech_datasource": "prometheus-main",
-        "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
-                   "max_series_kept": 20, "max_calls_per_turn": 12},
-        "issued_at": "2026-07-21T22:10:00+08:00",
-        "expires_at": "2026-07-21T23:10:00+08:00"
-    }))
-    .unwrap()
+    let mut v = evidence_test_support::policy::apid_29213_policy("wetech").unwrap();
+    v["wetech_query_ids"] = json!(["tidb_cpu"]);
+    v["wetech_datasource"] = json!("prometheus-main");
+    v["limits"]["max_batch"] = json!(1);
+    serde_json::from_value(v).unwrap()
 }
 
 fn lock_call(policy: &TrustedPolicy, scope: &[ScopeBinding]) -> u64 {

@@ -316,23 +316,15 @@ mod tests {
     use evidence_policy::TrustedPolicy;
     use serde_json::json;
 
+    /// The APID-29213 fixture on a Premium cluster, with an account that needs escaping
+    /// in a path.
     fn policy() -> TrustedPolicy {
-        serde_json::from_value(json!({
-            "policy_id": "pol-1",
-            "ticket": "APID-29213",
-            "provider": "clinic",
-            "package": "managed_auto_oncall_clinic",
-            "account": "acct saas",
-            "cluster": {"id": "SaaS01", "tier": "premium", "parent_id": "p-1"},
-            "operation": "query_range",
-            "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
-            "lookback": 3600,
-            "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
-                       "max_series_kept": 20, "max_calls_per_turn": 12},
-            "issued_at": "2026-07-21T22:10:00+08:00",
-            "expires_at": "2026-07-21T23:10:00+08:00"
-        }))
-        .unwrap()
+        let mut v: serde_json::Value =
+            serde_json::from_str(evidence_test_support::policy::APID_29213_POLICY).unwrap();
+        v["policy_id"] = json!("pol-1");
+        v["account"] = json!("acct saas");
+        v["cluster"] = json!({"id": "SaaS01", "tier": "premium", "parent_id": "p-1"});
+        serde_json::from_value(v).unwrap()
     }
 
     fn config(base: &str) -> ClinicConfig {

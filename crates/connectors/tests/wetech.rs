@@ -25,24 +25,12 @@ const LOCAL_TOKEN: &str = "ls-token-5d1e2f3a4b5c6d7e";
 
 /// The trusted policy of APID-29213 for Wetech, with the query ids the tests use.
 fn policy() -> TrustedPolicy {
-    let p: TrustedPolicy = serde_json::from_value(json!({
-        "policy_id": "pol-APID-29213-wetech",
-        "ticket": "APID-29213",
-        "provider": "wetech",
-        "package": "managed_auto_oncall_wetech",
-        "account": "acct-saas",
-        "cluster": {"id": CPU_CLUSTER, "tier": "dedicated"},
-        "operation": "query_range",
-        "wetech_query_ids": ["tidb_cpu", "tidb_cpu_saturation", "session_canary"],
-        "wetech_datasource": GrafanaFront::DATASOURCE_UID,
-        "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
-                   "max_series_kept": 20, "max_calls_per_turn": 12},
-        "issued_at": "2026-07-21T22:10:00+08:00",
-        "expires_at": "2026-07-21T23:10:00+08:00"
-    }))
-    .unwrap();
+    let mut v = evidence_test_support::policy::apid_29213_policy("wetech").unwrap();
+    v["policy_id"] = json!("pol-APID-29213-wetech");
+    v["wetech_query_ids"] = json!(["tidb_cpu", "tidb_cpu_saturation", "session_canary"]);
+    v["wetech_datasource"] = json!(GrafanaFront::DATASOURCE_UID);
+    v["limits"]["max_batch"] = json!(1);
+    let p: TrustedPolicy = serde_json::from_value(v).unwrap();
     p.validate().unwrap();
     p
 }

@@ -385,23 +385,10 @@ pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The seed policy for APID-29213: Clinic, SaaS01, `2026-07-21 21:50–22:05 UTC+8`.
+    /// The seed policy for APID-29213: Clinic, SaaS01, `2026-07-21 21:50–22:05 UTC+8`
+    /// (the shared fixture of `evidence-test-support`).
     pub(crate) fn seed_json() -> serde_json::Value {
-        json!({
-            "policy_id": "pol-APID-29213-1",
-            "ticket": "APID-29213",
-            "provider": "clinic",
-            "package": "managed_auto_oncall_clinic",
-            "account": "acct-saas",
-            "cluster": {"id": "SaaS01", "tier": "dedicated"},
-            "operation": "query_range",
-            "window": {"start": "2026-07-21T21:50:00+08:00", "end": "2026-07-21T22:05:00+08:00"},
-            "lookback": 3600,
-            "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
-                       "max_series_kept": 20, "max_calls_per_turn": 12},
-            "issued_at": "2026-07-21T22:10:00+08:00",
-            "expires_at": "2026-07-21T23:10:00+08:00"
-        })
+        serde_json::from_str(evidence_test_support::policy::APID_29213_POLICY).unwrap()
     }
 
     #[test]
@@ -415,6 +402,11 @@ pub(crate) mod tests {
         assert_eq!(out["lookback"], 3600);
         let back: TrustedPolicy = serde_json::from_value(out).unwrap();
         assert_eq!(back, p);
+        // RFC 3339's space-separated form reads the same.
+        let mut spaced = seed_json();
+        spaced["window"] =
+            json!({"start": "2026-07-21 21:50:00+08:00", "end": "2026-07-21 22:05:00+08:00"});
+        assert_eq!(serde_json::from_value::<TrustedPolicy>(spaced).unwrap(), p);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod large;
 mod manus;
 pub mod model;
 mod package_source;
+pub mod policy;
 mod process;
 mod prometheus;
 mod recording;

@@ -14,21 +14,7 @@ pub(crate) const CLUSTER: &str = "SaaS01";
 /// The trusted policy of APID-29213 (`2026-07-21 21:50–22:05 UTC+8`, SaaS01) for a
 /// provider: 15-minute window, 1 hour look-back, 15 s minimum step.
 pub(crate) fn apid_29213(provider: &str) -> TrustedPolicy {
-    let mut v = json!({
-        "policy_id": "pol-APID-29213-1",
-        "ticket": "APID-29213",
-        "provider": provider,
-        "package": format!("managed_auto_oncall_{provider}"),
-        "account": "acct-saas",
-        "cluster": {"id": CLUSTER, "tier": "dedicated"},
-        "operation": "query_range",
-        "window": {"start": "2026-07-21 21:50:00+08:00", "end": "2026-07-21 22:05:00+08:00"},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
-                   "max_series_kept": 20, "max_calls_per_turn": 12},
-        "issued_at": "2026-07-21T22:10:00+08:00",
-        "expires_at": "2026-07-21T23:10:00+08:00"
-    });
+    let mut v = evidence_test_support::policy::apid_29213_policy(provider).unwrap();
     match provider {
         "manus" => v["manus_target"] = json!("vida"),
         "wetech" => {
