@@ -1,15 +1,14 @@
-//! The catalog of package identities and revisions, install state, and agent profiles that
-//! pin exact revisions.
+//! The catalog of package identities and revisions, and their install state. The agent
+//! profiles that pin exact revisions are checked against it in `profile`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use evidence_result::{Digest, PackageId, PolicySource, Provider};
+use evidence_result::{Digest, PackageId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::{check_argument_schema, known_identities};
-use crate::{NetworkPolicy, Package, PackageError, Revision, Template};
+use crate::{Package, PackageError, Revision};
 
 /// The file in a packages folder that lists registered revisions and their install state.
 pub const CATALOG_FILE: &str = "catalog.json";
@@ -23,8 +22,9 @@ struct Entry {
 /// Registered package revisions and which of them are installed.
 ///
 /// Registering checks that no secret name is shared with another identity. Installing
-/// does not uninstall other revisions: [`AgentProfile::validate`] refuses an identity with
-/// two installed revisions.
+/// does not uninstall other revisions:
+/// [`AgentProfile::validate`](crate::AgentProfile::validate) refuses an identity with two
+/// installed revisions.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     entries: BTreeMap<PackageId, BTreeMap<Revision, Entry>>,
@@ -237,265 +237,4 @@ impl Catalog {
             .flat_map(|r| r.values())
             .map(|e| &e.package)
     }
-}
-
-/// An exact pin of an agent to one revision and digest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Pin {
-    /// The identity.
-    pub identity: PackageId,
-    /// The exact revision.
-    pub revision: Revision,
-    /// The exact digest; checked against the recomputed digest.
-    pub digest: Digest,
-}
-
-/// A revision named without a digest (a rollback candidate).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RevisionRef {
-    /// The identity.
-    pub identity: PackageId,
-    /// The revision.
-    pub revision: Revision,
-}
-
-/// The dedicated Auto-oncall agent: no memory, no session recall, no knowledge base, its
-/// skills, and exact pins to one revision of each of the three identities.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentProfile {
-    /// The agent's name.
-    pub agent: String,
-    /// Long-term memory (must be off).
-    pub memory: bool,
-    /// Recall of earlier sessions (must be off).
-    pub session_recall: bool,
-    /// Knowledge base (must be off).
-    pub knowledge_base: bool,
-    /// The installed skills.
-    pub skills: Vec<String>,
-    /// Exactly one pin per identity.
-    pub pins: Vec<Pin>,
-    /// Revisions kept registered but uninstalled for a bounded rollback (at most one per
-    /// identity).
-    #[serde(default)]
-    pub rollback: Vec<RevisionRef>,
-}
-
-/// What validation found for one pinned package.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PinnedPackage {
-    /// The identity.
-    pub identity: PackageId,
-    /// The pinned revision.
-    pub revision: Revision,
-    /// The recomputed digest (equal to the pin).
-    pub digest: Digest,
-    /// The provider it runs (an installation fact, never an argument).
-    pub provider: Provider,
-    /// The sandbox template.
-    pub template: Template,
-    /// Its own secret names.
-    pub secrets: Vec<String>,
-    /// Its own exact hosts.
-    pub hosts: Vec<String>,
-    /// Its own audit stream.
-    pub audit_stream: String,
-    /// How it receives trusted policy.
-    pub policy_source: PolicySource,
-}
-
-/// The report of a valid profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProfileReport {
-    /// The agent.
-    pub agent: String,
-    /// The pinned packages, one per identity, each independent of the others.
-    pub packages: Vec<PinnedPackage>,
-    /// The rollback revisions, registered and uninstalled.
-    pub rollback: Vec<RevisionRef>,
-}
-
-impl AgentProfile {
-    /// Parses a profile from JSON.
-    pub fn from_json(json: &str) -> Result<Self, PackageError> {
-        serde_json::from_str(json).map_err(|source| PackageError::Json {
-            what: "agent profile".to_owned(),
-            source,
-        })
-    }
-
-    /// Validates the profile against a catalog.
-    ///
-    /// Refuses: memory, session recall or knowledge base enabled; no or duplicate skills;
-    /// anything but exactly one pin for each of the three identities; a pin to an
-    /// unknown or uninstalled revision or with a digest other than the recomputed one; an
-    /// identity with two installed revisions; a rollback revision that is installed,
-    /// pinned, unknown or not the only one of its identity; two pinned packages sharing a
-    /// secret name or an audit stream; an unrestricted or empty network; a `provider`
-    /// argument anywhere.
-    pub fn validate(&self, catalog: &Catalog) -> Result<ProfileReport, PackageError> {
-        if self.agent.trim().is_empty() {
-            return Err(PackageError::invalid("agent", "the agent has a name"));
-        }
-        if self.memory {
-            return Err(PackageError::FeatureEnabled("memory"));
-        }
-        if self.session_recall {
-            return Err(PackageError::FeatureEnabled("session_recall"));
-        }
-        if self.knowledge_base {
-            return Err(PackageError::FeatureEnabled("knowledge_base"));
-        }
-        check_skills(&self.skills)?;
-
-        let known: Vec<PackageId> = known_identities().into_iter().map(|(id, _)| id).collect();
-        let mut pins: BTreeMap<&PackageId, &Pin> = BTreeMap::new();
-        for pin in &self.pins {
-            if !known.contains(&pin.identity) {
-                return Err(PackageError::UnknownIdentity(pin.identity.clone()));
-            }
-            if pins.insert(&pin.identity, pin).is_some() {
-                return Err(PackageError::DuplicatePin(pin.identity.clone()));
-            }
-        }
-        for identity in &known {
-            if !pins.contains_key(identity) {
-                return Err(PackageError::MissingPin(identity.clone()));
-            }
-            let installed = catalog.installed_revisions(identity);
-            if installed.len() > 1 {
-                return Err(PackageError::TwoInstalledRevisions {
-                    identity: identity.clone(),
-                    revisions: installed,
-                });
-            }
-        }
-
-        let mut report = Vec::new();
-        let mut secret_owner: BTreeMap<String, PackageId> = BTreeMap::new();
-        let mut stream_owner: BTreeMap<String, PackageId> = BTreeMap::new();
-        for pin in pins.values() {
-            let package = catalog
-                .package(&pin.identity, pin.revision)
-                .ok_or_else(|| PackageError::UnknownRevision {
-                    identity: pin.identity.clone(),
-                    revision: pin.revision,
-                })?;
-            if !catalog.is_installed(&pin.identity, pin.revision) {
-                return Err(PackageError::PinNotInstalled {
-                    identity: pin.identity.clone(),
-                    revision: pin.revision,
-                });
-            }
-            package.verify_digest(&pin.digest)?;
-            let manifest = package.manifest();
-            let hosts = match &manifest.network {
-                NetworkPolicy::Restricted { hosts } if !hosts.is_empty() => hosts.clone(),
-                NetworkPolicy::Restricted { .. } => return Err(PackageError::EmptyHostList),
-                NetworkPolicy::Unrestricted => return Err(PackageError::UnrestrictedNetwork),
-            };
-            check_argument_schema(&manifest.arguments)?;
-            for (i, secret) in manifest.auth.secrets.iter().enumerate() {
-                if let Some(other) = secret_owner.insert(secret.name.clone(), pin.identity.clone())
-                {
-                    return Err(PackageError::SharedSecretName {
-                        field: format!("auth.secrets[{i}].name"),
-                        name: secret.name.clone(),
-                        other,
-                    });
-                }
-            }
-            if let Some(first) =
-                stream_owner.insert(manifest.audit_stream.clone(), pin.identity.clone())
-            {
-                return Err(PackageError::SharedAuditStream {
-                    stream: manifest.audit_stream.clone(),
-                    first,
-                    second: pin.identity.clone(),
-                });
-            }
-            report.push(PinnedPackage {
-                identity: pin.identity.clone(),
-                revision: pin.revision,
-                digest: package.digest(),
-                provider: manifest.provider,
-                template: manifest.template,
-                secrets: manifest
-                    .auth
-                    .secrets
-                    .iter()
-                    .map(|s| s.name.clone())
-                    .collect(),
-                hosts,
-                audit_stream: manifest.audit_stream.clone(),
-                policy_source: manifest.policy_delivery.policy_source(),
-            });
-        }
-
-        let mut rollback_ids = BTreeSet::new();
-        for r in &self.rollback {
-            let invalid = |reason| PackageError::InvalidRollback {
-                identity: r.identity.clone(),
-                revision: r.revision,
-                reason,
-            };
-            if catalog.package(&r.identity, r.revision).is_none() {
-                return Err(PackageError::UnknownRevision {
-                    identity: r.identity.clone(),
-                    revision: r.revision,
-                });
-            }
-            if catalog.is_installed(&r.identity, r.revision) {
-                return Err(invalid("a rollback revision stays uninstalled"));
-            }
-            if pins
-                .get(&r.identity)
-                .is_some_and(|p| p.revision == r.revision)
-            {
-                return Err(invalid("a rollback revision is not the pinned one"));
-            }
-            if !rollback_ids.insert(r.identity.clone()) {
-                return Err(invalid("at most one rollback revision per identity"));
-            }
-        }
-
-        Ok(ProfileReport {
-            agent: self.agent.clone(),
-            packages: report,
-            rollback: self.rollback.clone(),
-        })
-    }
-}
-
-fn check_skills(skills: &[String]) -> Result<(), PackageError> {
-    if skills.is_empty() {
-        return Err(PackageError::invalid(
-            "skills",
-            "the agent has at least one skill",
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    for (i, skill) in skills.iter().enumerate() {
-        let ok = !skill.is_empty()
-            && skill.len() <= 64
-            && skill
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !ok {
-            return Err(PackageError::invalid(
-                format!("skills[{i}]"),
-                format!("{skill:?}: use lower-case letters, digits and '-'"),
-            ));
-        }
-        if !seen.insert(skill) {
-            return Err(PackageError::invalid(
-                format!("skills[{i}]"),
-                format!("skill {skill:?} is listed twice"),
-            ));
-        }
-    }
-    Ok(())
 }

@@ -8,16 +8,14 @@ mod error;
 mod guard;
 mod manifest;
 mod package;
+mod profile;
 mod revision;
 mod secrets;
 pub mod storage_state;
 
 pub use arguments::argument_schema;
 pub use audit::{AuditRecord, CallContext};
-pub use catalog::{
-    AgentProfile, CATALOG_FILE, Catalog, CatalogEntry, CatalogFile, Pin, PinnedPackage,
-    ProfileReport, RevisionRef,
-};
+pub use catalog::{CATALOG_FILE, Catalog, CatalogEntry, CatalogFile};
 pub use error::PackageError;
 pub use guard::{
     BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
@@ -29,6 +27,7 @@ pub use manifest::{
     Template, known_identities,
 };
 pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
+pub use profile::{AgentProfile, Pin, PinnedPackage, ProfileReport, RevisionRef};
 pub use revision::Revision;
 pub use secrets::{BindingReport, SandboxEnv, SecretBinding, SecretValues};
 
