@@ -257,38 +257,53 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-#[cfg(unix)]
-#[test]
-fn a_tampered_copy_is_refused_on_load() {
-    use std::os::unix::fs::PermissionsExt;
-
+/// The recorded digest of the committed Clinic v3 package.
+fn recorded_clinic_v3() -> Digest {
     let original = Catalog::load(&root()).unwrap();
     let v3: Revision = "v3".parse().unwrap();
-    let recorded = original.package(&PackageId::clinic(), v3).unwrap().digest();
+    original.package(&PackageId::clinic(), v3).unwrap().digest()
+}
 
-    let fresh = || {
-        let dir = tempfile::tempdir().unwrap();
-        copy_dir(&root(), dir.path());
-        dir
-    };
-    let pkg = |dir: &Path| dir.join("managed_auto_oncall_clinic/v3");
+/// A fresh copy of the committed packages folder.
+fn fresh_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root(), dir.path());
+    dir
+}
 
-    // An untouched copy loads with the same digests.
-    let copy = fresh();
+/// The Clinic v3 package folder inside a copy.
+fn clinic_v3(copy: &Path) -> PathBuf {
+    copy.join("managed_auto_oncall_clinic/v3")
+}
+
+#[test]
+fn an_untouched_copy_loads_with_the_same_digests() {
+    let copy = fresh_copy();
     assert_eq!(
-        Package::load_source(&pkg(copy.path())).unwrap().digest(),
-        recorded
+        Package::load_source(&clinic_v3(copy.path()))
+            .unwrap()
+            .digest(),
+        recorded_clinic_v3()
     );
     Catalog::load(copy.path()).unwrap();
+}
 
+#[cfg(unix)]
+#[test]
+fn a_changed_byte_or_mode_of_a_file_changes_the_digest() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let recorded = recorded_clinic_v3();
     // One byte of a file.
-    let copy = fresh();
-    let readme = pkg(copy.path()).join("README.md");
+    let copy = fresh_copy();
+    let readme = clinic_v3(copy.path()).join("README.md");
     let mut bytes = std::fs::read(&readme).unwrap();
     bytes[0] ^= 1;
     std::fs::write(&readme, bytes).unwrap();
     assert_ne!(
-        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        Package::load_source(&clinic_v3(copy.path()))
+            .unwrap()
+            .digest(),
         recorded
     );
     assert!(matches!(
@@ -297,69 +312,87 @@ fn a_tampered_copy_is_refused_on_load() {
     ));
 
     // A file's mode.
-    let copy = fresh();
+    let copy = fresh_copy();
     std::fs::set_permissions(
-        pkg(copy.path()).join("README.md"),
+        clinic_v3(copy.path()).join("README.md"),
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
     assert_ne!(
-        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        Package::load_source(&clinic_v3(copy.path()))
+            .unwrap()
+            .digest(),
         recorded
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_built_added_removed_or_linked_file_is_refused() {
     // A binary placed in the source at the entrypoint's path.
-    let copy = fresh();
-    std::fs::create_dir_all(pkg(copy.path()).join("bin")).unwrap();
-    std::fs::write(pkg(copy.path()).join("bin/clinic-tool"), "#!/bin/sh\nenv\n").unwrap();
+    let copy = fresh_copy();
+    let pkg = clinic_v3(copy.path());
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::write(pkg.join("bin/clinic-tool"), "#!/bin/sh\nenv\n").unwrap();
     assert!(matches!(
-        Package::load_source(&pkg(copy.path())),
+        Package::load_source(&pkg),
         Err(PackageError::BuiltFileInSource(p)) if p == "bin/clinic-tool"
     ));
 
     // An added file, a removed file.
-    let copy = fresh();
-    std::fs::write(pkg(copy.path()).join("extra.sh"), "echo hi\n").unwrap();
+    let copy = fresh_copy();
+    let pkg = clinic_v3(copy.path());
+    std::fs::write(pkg.join("extra.sh"), "echo hi\n").unwrap();
     assert!(matches!(
-        Package::load_source(&pkg(copy.path())),
+        Package::load_source(&pkg),
         Err(PackageError::UnlistedFile(p)) if p == "extra.sh"
     ));
-    let copy = fresh();
-    std::fs::remove_file(pkg(copy.path()).join("README.md")).unwrap();
+    let copy = fresh_copy();
+    let pkg = clinic_v3(copy.path());
+    std::fs::remove_file(pkg.join("README.md")).unwrap();
     assert!(matches!(
-        Package::load_source(&pkg(copy.path())),
+        Package::load_source(&pkg),
         Err(PackageError::MissingFile(p)) if p == "README.md"
     ));
 
+    // A symbolic link in the package is refused.
+    let copy = fresh_copy();
+    let pkg = clinic_v3(copy.path());
+    std::os::unix::fs::symlink("/etc/hostname", pkg.join("link")).unwrap();
+    assert!(matches!(
+        Package::load_source(&pkg),
+        Err(PackageError::InvalidPath { .. })
+    ));
+}
+
+#[test]
+fn a_manifest_field_changes_the_digest_and_its_key_order_does_not() {
+    let recorded = recorded_clinic_v3();
     // A manifest field.
-    let copy = fresh();
-    let path = pkg(copy.path()).join(MANIFEST_FILE);
+    let copy = fresh_copy();
+    let path = clinic_v3(copy.path()).join(MANIFEST_FILE);
     let mut manifest = Manifest::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
     manifest.limits.timeout_ms += 1;
     std::fs::write(&path, serde_json::to_string(&manifest).unwrap()).unwrap();
     assert_ne!(
-        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        Package::load_source(&clinic_v3(copy.path()))
+            .unwrap()
+            .digest(),
         recorded
     );
 
     // Reordered manifest JSON (compact, keys reversed) keeps the digest.
-    let copy = fresh();
-    let path = pkg(copy.path()).join(MANIFEST_FILE);
+    let copy = fresh_copy();
+    let path = clinic_v3(copy.path()).join(MANIFEST_FILE);
     let value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let reversed = reverse_keys(&value);
-    std::fs::write(&path, reversed).unwrap();
+    std::fs::write(&path, reverse_keys(&value)).unwrap();
     assert_eq!(
-        Package::load_source(&pkg(copy.path())).unwrap().digest(),
+        Package::load_source(&clinic_v3(copy.path()))
+            .unwrap()
+            .digest(),
         recorded
     );
-
-    // A symbolic link in the package is refused.
-    let copy = fresh();
-    std::os::unix::fs::symlink("/etc/hostname", pkg(copy.path()).join("link")).unwrap();
-    assert!(matches!(
-        Package::load_source(&pkg(copy.path())),
-        Err(PackageError::InvalidPath { .. })
-    ));
 }
 
 /// Writes a JSON value with every object's keys in reverse order.
