@@ -244,78 +244,148 @@ impl Connector for ManusConnector {
                 failure,
             )
         };
-        let mut redactor = Redactor::new([secrets.username.clone(), secrets.password.clone()]);
-        let keep = vec![
-            "queryId".to_owned(),
-            "time window".to_owned(),
-            "cluster scope".to_owned(),
-            "target".to_owned(),
-        ];
-        let mapper = ResponseMapper::new(Provider::Manus, redactor.clone()).with_keep(keep.clone());
-        let Some(target) = request.scope.manus_target else {
-            return fail(internal(
-                Code::ManusNoTarget,
-                "the trusted policy names no Manus target",
-            ));
-        };
-        let endpoints = config.base_url(target).and_then(|base| {
-            Ok((
-                config.endpoint(base, &config.session_path)?,
-                config.endpoint(base, &config.query_path)?,
-                config.header()?,
-            ))
-        });
-        let (session_url, query_url, header) = match endpoints {
-            Ok(e) => e,
-            Err(e) => return fail(mapper.failure(&e)),
-        };
-        let package = request.package.as_str();
-        let now = unix_now();
-        let expr = match bind_reference(query, &secrets.reference_keys, target, package, now, &keep)
-        {
-            Ok(expr) => expr,
+        let redactor = Redactor::new([secrets.username.clone(), secrets.password.clone()]);
+        let plan = match plan(request, query, config, secrets, &redactor) {
+            Ok(plan) => plan,
             Err(failure) => return fail(*failure),
         };
 
         // The network starts here: the session bootstrap, then the query.
         let session = match self
-            .bootstrap(&session_url, config, secrets, &redactor)
+            .bootstrap(&plan.session_url, config, secrets, &redactor)
             .await
         {
             Ok(session) => session,
             Err(failure) => return fail(*failure),
         };
-        redactor = redactor.with_secret(session.clone());
-        let mapper = ResponseMapper::new(Provider::Manus, redactor).with_keep(keep);
-        let mut session_value = match HeaderValue::from_str(session.expose_secret()) {
-            Ok(v) => v,
-            Err(_) => {
-                return fail(*bootstrap_failure(
-                    Code::ManusSessionInvalidResponse.code(),
-                    "the session bootstrap answered a session token that is not a valid header value"
-                        .to_owned(),
-                    None,
-                ));
-            }
+        let session_value = match session_value(&session) {
+            Ok(value) => value,
+            Err(failure) => return fail(*failure),
         };
-        session_value.set_sensitive(true);
+        let mapper = ResponseMapper::new(Provider::Manus, redactor.with_secret(session))
+            .with_keep(plan.keep.clone());
+        finish(
+            self.query(request, config, secrets, plan, session_value, &mapper)
+                .await,
+        )
+    }
+}
+
+/// What a Manus call holds before anything is sent: the target and its endpoints, the
+/// header that carries the session, the expression with its `instanceRef` bound, the
+/// fields a correction keeps, and the time references are opened and sealed at.
+struct Plan<'a> {
+    query: &'a LockedQuery,
+    target: ManusTarget,
+    session_url: Url,
+    query_url: Url,
+    header: HeaderName,
+    expr: String,
+    keep: Vec<String>,
+    now: i64,
+}
+
+/// The local steps of a call: the policy's target, its endpoints and the bound
+/// reference. A failure here sends nothing.
+fn plan<'a>(
+    request: &LockedRequest,
+    query: &'a LockedQuery,
+    config: &ManusConfig,
+    secrets: &ManusSecrets,
+    redactor: &Redactor,
+) -> Result<Plan<'a>, Box<Failure>> {
+    let keep = vec![
+        "queryId".to_owned(),
+        "time window".to_owned(),
+        "cluster scope".to_owned(),
+        "target".to_owned(),
+    ];
+    let mapper = ResponseMapper::new(Provider::Manus, redactor.clone()).with_keep(keep.clone());
+    let Some(target) = request.scope.manus_target else {
+        return Err(Box::new(internal(
+            Code::ManusNoTarget,
+            "the trusted policy names no Manus target",
+        )));
+    };
+    let endpoints = config.base_url(target).and_then(|base| {
+        Ok((
+            config.endpoint(base, &config.session_path)?,
+            config.endpoint(base, &config.query_path)?,
+            config.header()?,
+        ))
+    });
+    let (session_url, query_url, header) = endpoints.map_err(|e| Box::new(mapper.failure(&e)))?;
+    let now = unix_now();
+    let expr = bind_reference(
+        query,
+        &secrets.reference_keys,
+        target,
+        request.package.as_str(),
+        now,
+        &keep,
+    )?;
+    Ok(Plan {
+        query,
+        target,
+        session_url,
+        query_url,
+        header,
+        expr,
+        keep,
+        now,
+    })
+}
+
+/// The session token as the query's header value, marked sensitive.
+fn session_value(session: &SecretString) -> Result<HeaderValue, Box<Failure>> {
+    let mut value = HeaderValue::from_str(session.expose_secret()).map_err(|_| {
+        bootstrap_failure(
+            Code::ManusSessionInvalidResponse.code(),
+            "the session bootstrap answered a session token that is not a valid header value"
+                .to_owned(),
+            None,
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+impl ManusConnector {
+    /// The query, sent with the session: its answer compacted with every address sealed
+    /// (labels, warnings, the expression and any error text), as the result's details.
+    async fn query(
+        &self,
+        request: &LockedRequest,
+        config: &ManusConfig,
+        secrets: &ManusSecrets,
+        plan: Plan<'_>,
+        session: HeaderValue,
+        mapper: &ResponseMapper,
+    ) -> Details {
+        let origin = request.origin();
+        let query = plan.query;
         let window = query.evidence_window();
-        let range = QueryRange::new(expr.clone(), window)
+        let range = QueryRange::new(plan.expr.clone(), window)
             .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
         let builder = range
-            .post(&self.client, query_url)
-            .header(header, session_value);
-        let sealer = AddressSealer::new(&secrets.reference_keys, target.as_str(), package, now);
+            .post(&self.client, plan.query_url)
+            .header(plan.header, session);
+        let sealer = AddressSealer::new(
+            &secrets.reference_keys,
+            plan.target.as_str(),
+            request.package.as_str(),
+            plan.now,
+        );
         let mut compaction = Compaction::new(request.scope.series_kept)
-            .with_expr(sealer.text(&expr))
+            .with_expr(sealer.text(&plan.expr))
             .with_window(window);
         compaction.unit.clone_from(&query.unit);
         let fetched = mapper
             .fetch_evidence(builder, &config.limits, &compaction, &sealer)
             .await;
-        let details = match fetched {
+        match fetched {
             Ok(evidence) => Details::success(
-                origin.clone(),
+                origin,
                 query.query_id.clone(),
                 query.request_digest,
                 sealed_warnings(evidence, &sealer),
@@ -323,14 +393,13 @@ impl Connector for ManusConnector {
             Err(mut failure) => {
                 failure.detail_error = sealer.text(&failure.detail_error);
                 Details::failure(
-                    origin.clone(),
+                    origin,
                     Some(query.query_id.clone()),
                     Some(query.request_digest),
                     failure,
                 )
             }
-        };
-        finish(details)
+        }
     }
 }
 
