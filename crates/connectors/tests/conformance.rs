@@ -10,6 +10,8 @@
 #[macro_use]
 #[path = "conformance/cases.rs"]
 mod cases;
+#[path = "conformance/address_leaks.rs"]
+mod address_leaks;
 #[path = "conformance/clinic.rs"]
 mod clinic;
 #[path = "conformance/manus.rs"]

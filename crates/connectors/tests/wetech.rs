@@ -14,7 +14,9 @@ use evidence_connectors::{
     WetechConnector, WetechSecrets,
 };
 use evidence_policy::{LockedRequest, ScopeBinding, ScopeValue, TrustedPolicy, lock};
-use evidence_result::{Details, FailureClass, PolicySource, Status, ToolResult};
+use evidence_result::{
+    Details, Digest, FailureClass, PolicySource, RequestDigest, Status, ToolResult,
+};
 use evidence_test_support::*;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -162,22 +164,13 @@ fn no_secret_in(result: &ToolResult) {
     }
 }
 
-#[tokio::test]
-async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
-    let slot = BrowserSlot::acquire().await;
-    let baseline = chromium_process_count();
-    let env = Env::start().await;
-    let (driver, config, secrets) = env.session_parts(&slot).await;
-    let connector = WetechConnector::new();
-
-    // A real execution-time rejection from Prometheus, through Grafana's proxy.
-    let rejected_args = args("tidb_cpu_saturation", TIDB_MANY_TO_MANY.expr, "ratio");
-    let rejected = connector
-        .call(&locked(&rejected_args), &config, &secrets)
-        .await
-        .unwrap();
-    assert_transport(&rejected);
-    no_secret_in(&rejected);
+/// The many-to-many rejection of `TIDB_MANY_TO_MANY`, as Prometheus wrote it through
+/// Grafana's proxy: `grafana_http_422` of class `query_rejected`, the full text, a
+/// correction with the same `queryId`, the same object in `text`. Gives the detail, the
+/// body digest and the request digest.
+fn assert_many_to_many_rejection(rejected: &ToolResult) -> (String, Option<Digest>, RequestDigest) {
+    assert_transport(rejected);
+    no_secret_in(rejected);
     let d = rejected.details();
     assert_eq!(d.status, Status::Error, "{}", rejected.text());
     let error = d.error.as_ref().unwrap();
@@ -202,11 +195,75 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
     assert!(correction.instruction.contains("same queryId"));
     assert!(correction.keep.iter().any(|k| k == "queryId"));
     assert_eq!(d.query_id.as_ref().unwrap().as_str(), "tidb_cpu_saturation");
-    let rejected_digest = d.request_digest.unwrap();
     // The model reads the same object from `text`.
     let text: Value = serde_json::from_str(rejected.text()).unwrap();
     assert_eq!(text["error"]["code"], "grafana_http_422");
     assert_eq!(text["detail_error"], detail);
+    (
+        detail.to_owned(),
+        error.body_digest,
+        d.request_digest.unwrap(),
+    )
+}
+
+/// The same rejection answered as an `/api/ds/query`-style error frame: the same code,
+/// type and detail, the digest of the frame's own body.
+fn assert_framed_rejection(framed: &ToolResult, detail: &str, body_digest: Option<Digest>) {
+    assert_transport(framed);
+    let f = framed.details();
+    let ferror = f.error.as_ref().unwrap();
+    assert_eq!(ferror.code.as_str(), "grafana_http_422");
+    assert_eq!(ferror.prometheus_error_type.as_deref(), Some("execution"));
+    assert_eq!(f.detail_error.as_deref(), Some(detail));
+    assert_ne!(
+        ferror.body_digest, body_digest,
+        "digest of the frame's own body"
+    );
+}
+
+/// The corrected `TIDB_CPU_SATURATION` call with the same `queryId`: real data (56
+/// series, peak 22.84 / 32) under another request digest.
+fn assert_corrected_saturation(corrected: &ToolResult, rejected_digest: RequestDigest) {
+    assert_transport(corrected);
+    no_secret_in(corrected);
+    let c = corrected.details();
+    assert_eq!(c.status, Status::Ok, "{}", corrected.text());
+    assert_eq!(c.query_id.as_ref().unwrap().as_str(), "tidb_cpu_saturation");
+    assert_ne!(c.request_digest.unwrap(), rejected_digest);
+    let evidence = c.evidence.as_ref().unwrap();
+    assert_eq!(evidence.series_count, 56);
+    assert_eq!(evidence.unit.as_deref(), Some("ratio"));
+    assert!((evidence.top_peak().unwrap() - 22.84 / 32.0).abs() < FIGURE_TOLERANCE);
+}
+
+/// Every query from the page carries Prometheus' evaluation timeout: the call's time
+/// limit (30 s by default) minus the margin.
+fn assert_evaluation_timeouts(grafana: &GrafanaFront, queries: usize) {
+    let path = grafana.query_range_path();
+    let timeouts: Vec<_> = grafana
+        .requests()
+        .iter()
+        .filter(|r| r.path == path)
+        .map(|r| r.param("timeout").map(str::to_owned))
+        .collect();
+    assert_eq!(timeouts, vec![Some("29".to_owned()); queries]);
+}
+
+#[tokio::test]
+async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
+    let slot = BrowserSlot::acquire().await;
+    let baseline = chromium_process_count();
+    let env = Env::start().await;
+    let (driver, config, secrets) = env.session_parts(&slot).await;
+    let connector = WetechConnector::new();
+
+    // A real execution-time rejection from Prometheus, through Grafana's proxy.
+    let rejected_args = args("tidb_cpu_saturation", TIDB_MANY_TO_MANY.expr, "ratio");
+    let rejected = connector
+        .call(&locked(&rejected_args), &config, &secrets)
+        .await
+        .unwrap();
+    let (detail, body_digest, rejected_digest) = assert_many_to_many_rejection(&rejected);
     env.assert_profiles_removed();
 
     // The same rejection answered as an /api/ds/query-style error frame.
@@ -215,16 +272,7 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
         .call(&locked(&rejected_args), &config, &secrets)
         .await
         .unwrap();
-    assert_transport(&framed);
-    let f = framed.details();
-    let ferror = f.error.as_ref().unwrap();
-    assert_eq!(ferror.code.as_str(), "grafana_http_422");
-    assert_eq!(ferror.prometheus_error_type.as_deref(), Some("execution"));
-    assert_eq!(f.detail_error.as_deref(), Some(detail));
-    assert_ne!(
-        ferror.body_digest, error.body_digest,
-        "digest of the frame's own body"
-    );
+    assert_framed_rejection(&framed, &detail, body_digest);
     env.grafana.set_error_style(ErrorStyle::PassThrough);
     env.assert_profiles_removed();
 
@@ -241,28 +289,9 @@ async fn seed_canary_rejection_then_corrected_call_returns_real_data() {
         )
         .await
         .unwrap();
-    assert_transport(&corrected);
-    no_secret_in(&corrected);
-    let c = corrected.details();
-    assert_eq!(c.status, Status::Ok, "{}", corrected.text());
-    assert_eq!(c.query_id.as_ref().unwrap().as_str(), "tidb_cpu_saturation");
-    assert_ne!(c.request_digest.unwrap(), rejected_digest);
-    let evidence = c.evidence.as_ref().unwrap();
-    assert_eq!(evidence.series_count, 56);
-    assert_eq!(evidence.unit.as_deref(), Some("ratio"));
-    assert!((evidence.top_peak().unwrap() - 22.84 / 32.0).abs() < FIGURE_TOLERANCE);
+    assert_corrected_saturation(&corrected, rejected_digest);
     assert_eq!(env.proxy_requests(), 3);
-    // Every query from the page carries Prometheus' evaluation timeout: the call's time
-    // limit (30 s by default) minus the margin.
-    let path = env.grafana.query_range_path();
-    let timeouts: Vec<_> = env
-        .grafana
-        .requests()
-        .iter()
-        .filter(|r| r.path == path)
-        .map(|r| r.param("timeout").map(str::to_owned))
-        .collect();
-    assert_eq!(timeouts, vec![Some("29".to_owned()); 3]);
+    assert_evaluation_timeouts(&env.grafana, 3);
     env.assert_profiles_removed();
 
     drop(driver);
@@ -426,6 +455,37 @@ async fn browser_that_cannot_start_is_browser_runtime() {
     drop(slot);
 }
 
+/// The result of a valid answer far over the former page bound: `ok`, every series of
+/// `body` counted, the top peak found.
+fn assert_whole_answer(result: &ToolResult, body: &[u8]) {
+    let series = String::from_utf8_lossy(body).matches("{\"metric\"").count() as u64;
+    assert_transport(result);
+    let d = result.details();
+    assert_eq!(d.status, Status::Ok, "{}", result.text());
+    let evidence = d.evidence.as_ref().unwrap();
+    assert!(body.len() > 16 << 20);
+    assert_eq!(evidence.series_count, series);
+    assert_eq!(evidence.point_count, series * 64);
+    assert_eq!(evidence.top_peak(), Some(63.5));
+}
+
+/// The result of a long 2xx body that is no answer: `grafana_non_json_body`, with the
+/// digest of its first MiB.
+fn assert_no_answer_with_digest(result: &ToolResult) {
+    assert_failure(
+        result,
+        "grafana_non_json_body",
+        FailureClass::ProviderUnavailable,
+    );
+    let d = result.details();
+    assert!(d.error.as_ref().unwrap().body_digest.is_some());
+    let detail = d.detail_error.as_deref().unwrap();
+    assert!(
+        detail.contains(&format!("digest of the first {}", 1 << 20)),
+        "{detail}"
+    );
+}
+
 /// The page hands the body over in chunks, each folded as it arrives: a 20 MiB answer
 /// (over the former 16 MiB page bound) is answered `ok`. Every way a body can end early
 /// is a typed failure that closes the WebDriver session and leaves no Chrome process
@@ -460,22 +520,11 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
 
     // 20 MiB of valid answer: every series counted, the top peak found.
     let bytes = 20 << 20;
-    let body = oversized_matrix_body(bytes);
-    let series = String::from_utf8_lossy(&body)
-        .matches("{\"metric\"")
-        .count() as u64;
     env.grafana
         .faults()
         .set_fault(Fault::OversizedBody { bytes });
     let result = connector.call(&request, &config, &secrets).await.unwrap();
-    assert_transport(&result);
-    let d = result.details();
-    assert_eq!(d.status, Status::Ok, "{}", result.text());
-    let evidence = d.evidence.as_ref().unwrap();
-    assert!(body.len() > 16 << 20);
-    assert_eq!(evidence.series_count, series);
-    assert_eq!(evidence.point_count, series * 64);
-    assert_eq!(evidence.top_peak(), Some(63.5));
+    assert_whole_answer(&result, &oversized_matrix_body(bytes));
     cleaned_up("a 20 MiB answer").await;
 
     // The same answer over a total bound of 8 MiB.
@@ -510,18 +559,7 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
         .faults()
         .set_fault(Fault::BrokenMatrix { bytes: 6 << 20 });
     let result = connector.call(&request, &config, &secrets).await.unwrap();
-    assert_failure(
-        &result,
-        "grafana_non_json_body",
-        FailureClass::ProviderUnavailable,
-    );
-    let d = result.details();
-    assert!(d.error.as_ref().unwrap().body_digest.is_some());
-    let detail = d.detail_error.as_deref().unwrap();
-    assert!(
-        detail.contains(&format!("digest of the first {}", 1 << 20)),
-        "{detail}"
-    );
+    assert_no_answer_with_digest(&result);
     cleaned_up("a long body that is no answer").await;
 
     // A valid body arriving at 64 KiB every 50 ms (8 MiB: about 6.4 s) against a

@@ -5,12 +5,7 @@
 //! runs the real path: `lock`, then `ManusConnector` behind the Manus front over a real
 //! Prometheus holding the `vida` fixture.
 
-use std::collections::BTreeSet;
-use std::sync::LazyLock;
-
-use evidence_connectors::{
-    Connector, ManusConfig, ReferenceKeyRing, ReferenceScope, ResponseLimits,
-};
+use evidence_connectors::{Connector, ManusConfig, ResponseLimits};
 use evidence_policy::{ManusTarget, TrustedPolicy, lock};
 use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, known_code};
 use evidence_test_support::{
@@ -19,14 +14,12 @@ use evidence_test_support::{
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use regex::Regex;
 use serde_json::{Value, json};
 
+use crate::address_leaks::{assert_no_leak, leak};
 use crate::cases::Harness;
 use crate::cases::{checked, scope, view};
-use crate::manus::{
-    ManusHarness, ManusOutput, PACKAGE, config_for, policy, ref_keys_text, secrets_with,
-};
+use crate::manus::{ManusHarness, ManusOutput, config_for, policy, ref_keys_text, secrets_with};
 
 /// The `vida` target over its real Prometheus: the conformance harness's set-up.
 struct Vida(ManusHarness);
@@ -93,272 +86,165 @@ fn st() -> TrustedPolicy {
     )
 }
 
-/// The digits of any `vida` address (`10.21.x.y`) joined by any separators, either
-/// fixture port standing alone, or any host name of the fixture.
-static LEAKS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        r"(?:^|\D)10\D{1,16}21\D{1,16}\d{1,3}\D{1,16}\d{1,3}(?:\D|$)",
-        r"(?:^|\D)(?:10080|9100|20180)(?:\D|$)",
-        r"(?i)saas99|\.svc|(?:tidb|tikv|node)-\d",
-    ]
-    .into_iter()
-    .map(|p| Regex::new(p).unwrap())
-    .collect()
-});
+/// The code of a refused matcher on an address-bearing label.
+const MATCHER: &str = "address_label_matcher";
+/// The code of a refused rewrite that copies, shapes or orders by an address.
+const REWRITE: &str = "address_label_rewrite";
 
-/// Digests: request digests (32 hex digits) and body digests (`sha256:` and 64).
-static DIGEST: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{32})$").unwrap());
-
-/// Candidate references: base64url runs long enough to be one (the shortest, an IPv4
-/// address without a port, has 28 characters).
-static TOKEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_-]{28,}").unwrap());
-
-fn strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-        Value::Object(o) => {
-            for (k, v) in o {
-                out.push(k.clone());
-                strings(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Every model-visible string of a result (values and keys), with each sealed
-/// reference (one that opens for this target and package under some purpose the result
-/// names, or `address`) replaced by `REF`, and each digest by `DIGEST`.
-fn visible_text(result: &ToolResult) -> Vec<String> {
-    let json: Value = serde_json::from_str(result.text()).unwrap();
-    let mut all = Vec::new();
-    strings(&json, &mut all);
-    let ident = Regex::new(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$").unwrap();
-    let purposes: BTreeSet<&str> = all
-        .iter()
-        .map(String::as_str)
-        .filter(|s| ident.is_match(s))
-        .chain(["address", "instance", "host_ip"])
-        .collect();
-    let keys = ReferenceKeyRing::parse(&ref_keys_text()).unwrap();
-    let opens = |token: &str| {
-        purposes.iter().any(|purpose| {
-            let scope = ReferenceScope {
-                target: "vida",
-                package: PACKAGE,
-                purpose,
-            };
-            keys.open(token, scope, 0).is_ok()
-        })
-    };
-    all.iter()
-        .map(|s| {
-            if DIGEST.is_match(s) {
-                return "DIGEST".to_owned();
-            }
-            TOKEN
-                .replace_all(s, |c: &regex::Captures<'_>| {
-                    if opens(&c[0]) {
-                        "REF".to_owned()
-                    } else {
-                        c[0].to_owned()
-                    }
-                })
-                .into_owned()
-        })
-        .collect()
-}
-
-/// The first model-visible string that carries an address in some shape.
-fn leak(result: &ToolResult) -> Option<String> {
-    visible_text(result)
-        .into_iter()
-        .find(|s| LEAKS.iter().any(|re| re.is_match(s)))
-}
-
-fn assert_no_leak(what: &str, result: &ToolResult) {
-    if let Some(s) = leak(result) {
-        panic!(
-            "{what}: an address left in another shape: {s:?}\nin {}",
-            result.text()
-        );
-    }
-}
-
-/// The checker itself: it finds each shape the finding showed, and passes references.
-#[test]
-fn the_leak_check_sees_every_shape() {
-    for shape in [
-        "10-21-1-17 port 10080",
-        "10.21.1.17",
-        "10_21_2_10",
-        "host 10 21 3 4",
-        "10080",
-        "x:9100",
-        "tidb-3.saas99.svc",
-    ] {
-        assert!(LEAKS.iter().any(|re| re.is_match(shape)), "{shape}");
-    }
-    for fine in ["SaaS01", "tidb", "node", "rate(x[1m]) > 0.5", "REF", "15s"] {
-        assert!(!LEAKS.iter().any(|re| re.is_match(fine)), "{fine}");
-    }
-}
+/// The expressions of the finding and their neighbours, each with whether it reads the
+/// CPU window (else the memory one) and the code that refuses it.
+const REFUSED_PROBES: &[(&str, bool, &str)] = &[
+    // The finding: reshaped addresses and host names.
+    (
+        r#"label_replace(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "x", "$1-$2-$3-$4 port $5", "instance", "([0-9]+)[.]([0-9]+)[.]([0-9]+)[.]([0-9]+):([0-9]+)")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"label_replace(process_cpu_seconds_total{job="tidb"}, "h", "$1", "instance", "(.+):[0-9]+")"#,
+        true,
+        REWRITE,
+    ),
+    // The finding: matchers on `instance` as an oracle, and naming an address.
+    (
+        r#"count(process_cpu_seconds_total{instance=~"10[.]21[.].*"})"#,
+        true,
+        MATCHER,
+    ),
+    (
+        r#"rate(process_cpu_seconds_total{instance="10.21.1.17:10080"}[1m])"#,
+        true,
+        MATCHER,
+    ),
+    // Neighbours: the other matcher operators and the other address label.
+    (
+        r#"count(process_cpu_seconds_total{instance!="10.21.1.17:10080"})"#,
+        true,
+        MATCHER,
+    ),
+    (
+        r#"count(process_cpu_seconds_total{instance!~"10[.]21[.]1[.]1.*"})"#,
+        true,
+        MATCHER,
+    ),
+    (
+        r#"count(node_memory_MemTotal_bytes{host_ip=~"10[.]21[.]2[.].*"})"#,
+        false,
+        MATCHER,
+    ),
+    (
+        r#"count(node_memory_MemTotal_bytes{host_ip="10.21.2.10"})"#,
+        false,
+        MATCHER,
+    ),
+    // A regex on a label that may hold addresses, an address-shaped exact value on
+    // one, and the scrape address label.
+    (
+        r#"count(node_memory_MemTotal_bytes{url=~".*10[.]21.*"})"#,
+        false,
+        MATCHER,
+    ),
+    (
+        r#"count(node_memory_MemTotal_bytes{peer="10.21.2.10:20160"})"#,
+        false,
+        MATCHER,
+    ),
+    (
+        r#"count({__address__=~"10.+", job="node"})"#,
+        false,
+        MATCHER,
+    ),
+    (
+        r#"absent(process_cpu_seconds_total{instance="10.21.1.17:10080"})"#,
+        true,
+        MATCHER,
+    ),
+    (
+        r#"absent_over_time(process_cpu_seconds_total{instance="10.21.1.99:10080"}[5m])"#,
+        true,
+        MATCHER,
+    ),
+    // Other ways to copy or shape an address-bearing value.
+    (
+        r#"label_join(process_cpu_seconds_total{job="tidb"}, "x", "-", "job", "instance")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "ip $1", "host_ip", "(.*)")"#,
+        false,
+        REWRITE,
+    ),
+    (
+        r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "$1", "url", "(.*)")"#,
+        false,
+        REWRITE,
+    ),
+    // Writing an address-bearing label: a guess sealed as an instance reference
+    // would make the reference an oracle.
+    (
+        r#"label_replace(vector(1), "instance", "10.21.1.17:10080", "", "")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"sum(process_cpu_seconds_total{job="tidb"}) * on() group_left() label_replace(vector(1), "host_ip", "10.21.2.10", "", "")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"count_values("instance", tidb_server_maxprocs{job="tidb"})"#,
+        true,
+        REWRITE,
+    ),
+    // A literal address shape written into a new label (an oracle by joining it).
+    (
+        r#"label_replace(vector(1), "peer", "10.21.2.10", "", "")"#,
+        true,
+        REWRITE,
+    ),
+    // A guess forged from literals that absent() turns into labels, then joined.
+    (
+        r#"label_join(absent(nope{job="10.21", type="1.17"}), "peer", "", "job", "type")"#,
+        true,
+        REWRITE,
+    ),
+    // Ordering by a label that may carry addresses tells their order.
+    (
+        r#"sort_by_label(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "instance")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"sort_by_label_desc(tidb_server_info{job="tidb"}, "hostname")"#,
+        true,
+        REWRITE,
+    ),
+    (
+        r#"sort_by_label(node_memory_MemTotal_bytes{job="node"}, "job", "host_ip")"#,
+        false,
+        REWRITE,
+    ),
+    // The metric name (recording rules may hold ':') is no rewrite source.
+    (
+        r#"label_replace(tidb_server_maxprocs{job="tidb"}, "x", "$1", "__name__", "(.*)")"#,
+        true,
+        REWRITE,
+    ),
+    // A label without addresses overwritten and later read as a source.
+    (
+        r#"label_replace(process_cpu_seconds_total{job="tidb"}, "job", "$1", "instance", "(.*)")"#,
+        true,
+        REWRITE,
+    ),
+];
 
 /// The expressions of the finding and their neighbours: each is refused by the lock with
 /// a typed, correctable policy code that points to `instanceRef`, and nothing is sent.
 #[tokio::test]
 async fn addresses_cannot_be_reshaped_or_tested() {
     let vida = Vida::start().await;
-    let matcher = "address_label_matcher";
-    let rewrite = "address_label_rewrite";
-    let cases: &[(&str, bool, &str)] = &[
-        // The finding: reshaped addresses and host names.
-        (
-            r#"label_replace(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "x", "$1-$2-$3-$4 port $5", "instance", "([0-9]+)[.]([0-9]+)[.]([0-9]+)[.]([0-9]+):([0-9]+)")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"label_replace(process_cpu_seconds_total{job="tidb"}, "h", "$1", "instance", "(.+):[0-9]+")"#,
-            true,
-            rewrite,
-        ),
-        // The finding: matchers on `instance` as an oracle, and naming an address.
-        (
-            r#"count(process_cpu_seconds_total{instance=~"10[.]21[.].*"})"#,
-            true,
-            matcher,
-        ),
-        (
-            r#"rate(process_cpu_seconds_total{instance="10.21.1.17:10080"}[1m])"#,
-            true,
-            matcher,
-        ),
-        // Neighbours: the other matcher operators and the other address label.
-        (
-            r#"count(process_cpu_seconds_total{instance!="10.21.1.17:10080"})"#,
-            true,
-            matcher,
-        ),
-        (
-            r#"count(process_cpu_seconds_total{instance!~"10[.]21[.]1[.]1.*"})"#,
-            true,
-            matcher,
-        ),
-        (
-            r#"count(node_memory_MemTotal_bytes{host_ip=~"10[.]21[.]2[.].*"})"#,
-            false,
-            matcher,
-        ),
-        (
-            r#"count(node_memory_MemTotal_bytes{host_ip="10.21.2.10"})"#,
-            false,
-            matcher,
-        ),
-        // A regex on a label that may hold addresses, an address-shaped exact value on
-        // one, and the scrape address label.
-        (
-            r#"count(node_memory_MemTotal_bytes{url=~".*10[.]21.*"})"#,
-            false,
-            matcher,
-        ),
-        (
-            r#"count(node_memory_MemTotal_bytes{peer="10.21.2.10:20160"})"#,
-            false,
-            matcher,
-        ),
-        (
-            r#"count({__address__=~"10.+", job="node"})"#,
-            false,
-            matcher,
-        ),
-        (
-            r#"absent(process_cpu_seconds_total{instance="10.21.1.17:10080"})"#,
-            true,
-            matcher,
-        ),
-        (
-            r#"absent_over_time(process_cpu_seconds_total{instance="10.21.1.99:10080"}[5m])"#,
-            true,
-            matcher,
-        ),
-        // Other ways to copy or shape an address-bearing value.
-        (
-            r#"label_join(process_cpu_seconds_total{job="tidb"}, "x", "-", "job", "instance")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "ip $1", "host_ip", "(.*)")"#,
-            false,
-            rewrite,
-        ),
-        (
-            r#"label_replace(node_memory_MemTotal_bytes{job="node"}, "x", "$1", "url", "(.*)")"#,
-            false,
-            rewrite,
-        ),
-        // Writing an address-bearing label: a guess sealed as an instance reference
-        // would make the reference an oracle.
-        (
-            r#"label_replace(vector(1), "instance", "10.21.1.17:10080", "", "")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"sum(process_cpu_seconds_total{job="tidb"}) * on() group_left() label_replace(vector(1), "host_ip", "10.21.2.10", "", "")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"count_values("instance", tidb_server_maxprocs{job="tidb"})"#,
-            true,
-            rewrite,
-        ),
-        // A literal address shape written into a new label (an oracle by joining it).
-        (
-            r#"label_replace(vector(1), "peer", "10.21.2.10", "", "")"#,
-            true,
-            rewrite,
-        ),
-        // A guess forged from literals that absent() turns into labels, then joined.
-        (
-            r#"label_join(absent(nope{job="10.21", type="1.17"}), "peer", "", "job", "type")"#,
-            true,
-            rewrite,
-        ),
-        // Ordering by a label that may carry addresses tells their order.
-        (
-            r#"sort_by_label(sum by (instance) (rate(process_cpu_seconds_total{job="tidb"}[1m])), "instance")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"sort_by_label_desc(tidb_server_info{job="tidb"}, "hostname")"#,
-            true,
-            rewrite,
-        ),
-        (
-            r#"sort_by_label(node_memory_MemTotal_bytes{job="node"}, "job", "host_ip")"#,
-            false,
-            rewrite,
-        ),
-        // The metric name (recording rules may hold ':') is no rewrite source.
-        (
-            r#"label_replace(tidb_server_maxprocs{job="tidb"}, "x", "$1", "__name__", "(.*)")"#,
-            true,
-            rewrite,
-        ),
-        // A label without addresses overwritten and later read as a source.
-        (
-            r#"label_replace(process_cpu_seconds_total{job="tidb"}, "job", "$1", "instance", "(.*)")"#,
-            true,
-            rewrite,
-        ),
-    ];
-    for (expr, cpu, code) in cases {
+    for (expr, cpu, code) in REFUSED_PROBES {
         let policy = if *cpu { apid() } else { st() };
         let before = vida.queries_sent();
         let result = vida
