@@ -21,6 +21,30 @@ fn admit(turn: &mut Turn, call: &Call) -> CallTicket {
     }
 }
 
+/// Both attempts of the corrected Wetech objective are in the compact report: the
+/// `invalid_unit` rejection first (4 ms), the changed request last (1.8 s).
+fn assert_rejected_then_corrected(
+    attempts: &AttemptTrail,
+    rejected: RequestDigest,
+    changed: RequestDigest,
+) {
+    assert_eq!(
+        (attempts.total, attempts.admitted, attempts.refused),
+        (2, 2, 0)
+    );
+    let first = &attempts.first;
+    assert_eq!(first.status, Outcome::Failed);
+    assert_eq!(first.code.as_ref().unwrap().as_str(), "invalid_unit");
+    assert_eq!(first.class, Some(FailureClass::InvalidArgument));
+    assert_eq!(first.request_digest, Some(rejected));
+    assert_eq!(first.duration_ms, Some(4));
+    let last = attempts.last.as_ref().unwrap();
+    assert_eq!(last.status, Outcome::Ok);
+    assert_eq!(last.request_digest, Some(changed));
+    assert_eq!((last.code.as_ref(), last.class), (None, None));
+    assert_eq!(last.duration_ms, Some(1800));
+}
+
 #[test]
 fn wetech_unit_rejection_then_changed_same_turn_success() {
     let mut turn = Turn::new(TurnLimits::new(6));
@@ -100,22 +124,7 @@ fn wetech_unit_rejection_then_changed_same_turn_success() {
     assert!(o.details.error.is_none() && o.details.detail_error.is_none());
     assert_eq!(o.details.request_digest, Some(changed));
     assert_eq!(o.details.evidence.as_ref().unwrap().top_peak(), Some(22.84));
-    // Both attempts are in the compact report.
-    assert_eq!(
-        (o.attempts.total, o.attempts.admitted, o.attempts.refused),
-        (2, 2, 0)
-    );
-    let first = &o.attempts.first;
-    assert_eq!(first.status, Outcome::Failed);
-    assert_eq!(first.code.as_ref().unwrap().as_str(), "invalid_unit");
-    assert_eq!(first.class, Some(FailureClass::InvalidArgument));
-    assert_eq!(first.request_digest, Some(rejected));
-    assert_eq!(first.duration_ms, Some(4));
-    let last = o.attempts.last.as_ref().unwrap();
-    assert_eq!(last.status, Outcome::Ok);
-    assert_eq!(last.request_digest, Some(changed));
-    assert_eq!((last.code.as_ref(), last.class), (None, None));
-    assert_eq!(last.duration_ms, Some(1800));
+    assert_rejected_then_corrected(&o.attempts, rejected, changed);
     assert_eq!(handoff.providers.len(), 1);
     assert_eq!(handoff.providers[0].capability, Capability::Verified);
 

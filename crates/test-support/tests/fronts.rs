@@ -208,16 +208,10 @@ async fn manus_fronts_bootstrap_sessions_per_target() {
     assert!(targets.target("monica").is_some() && targets.target("other").is_none());
 }
 
-#[tokio::test]
-async fn grafana_front_checks_the_session_and_proxies_the_datasource() {
-    let prom = Prometheus::start(Fixture::Main).await.unwrap();
-    let front = GrafanaFront::start(&prom.url()).await.unwrap();
-    let base = front.base_url();
-    let cookie = format!("{GRAFANA_SESSION_COOKIE_NAME}={GRAFANA_SESSION_COOKIE_VALUE}");
-    let good = ("cookie", cookie.as_str());
-    let proxy = format!("{base}{}", front.query_range_path());
-    assert!(proxy.ends_with("/api/datasources/proxy/uid/prometheus-fixture/api/v1/query_range"));
-
+/// The Grafana front's pages: the login page, the health answer with its version, and
+/// the session check of a page (a redirect to the login without the cookie) and of the
+/// API (401).
+async fn check_grafana_pages(base: &str, cookie: &str) {
     let login = client().get(format!("{base}/login")).send().await.unwrap();
     assert_eq!(login.status().as_u16(), 200);
     assert!(login.text().await.unwrap().contains("login-form"));
@@ -252,6 +246,42 @@ async fn grafana_front_checks_the_session_and_proxies_the_datasource() {
         .await
         .unwrap();
     assert_eq!(api.status().as_u16(), 401);
+}
+
+/// The Grafana front's health modes: unavailable (503), an answer without a version, and
+/// back to normal.
+async fn check_grafana_health_modes(front: &GrafanaFront, base: &str) {
+    front.set_health(HealthMode::Unavailable);
+    let health = client()
+        .get(format!("{base}/api/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 503);
+    front.set_health(HealthMode::NoVersion);
+    let health: serde_json::Value = client()
+        .get(format!("{base}/api/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(health.get("version").is_none());
+    front.set_health(HealthMode::Ok);
+}
+
+#[tokio::test]
+async fn grafana_front_checks_the_session_and_proxies_the_datasource() {
+    let prom = Prometheus::start(Fixture::Main).await.unwrap();
+    let front = GrafanaFront::start(&prom.url()).await.unwrap();
+    let base = front.base_url();
+    let cookie = format!("{GRAFANA_SESSION_COOKIE_NAME}={GRAFANA_SESSION_COOKIE_VALUE}");
+    let good = ("cookie", cookie.as_str());
+    let proxy = format!("{base}{}", front.query_range_path());
+    assert!(proxy.ends_with("/api/datasources/proxy/uid/prometheus-fixture/api/v1/query_range"));
+
+    check_grafana_pages(&base, &cookie).await;
 
     assert_eq!(post(&proxy, &TIDB_CPU, None).await.0, 401);
     assert_eq!(
@@ -285,24 +315,7 @@ async fn grafana_front_checks_the_session_and_proxies_the_datasource() {
     assert_eq!(post(&proxy, &TIDB_CPU, Some(good)).await.0, 403);
     front.set_forbidden(false);
 
-    front.set_health(HealthMode::Unavailable);
-    let health = client()
-        .get(format!("{base}/api/health"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status().as_u16(), 503);
-    front.set_health(HealthMode::NoVersion);
-    let health: serde_json::Value = client()
-        .get(format!("{base}/api/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(health.get("version").is_none());
-    front.set_health(HealthMode::Ok);
+    check_grafana_health_modes(&front, &base).await;
 
     check_faults(front.faults(), &proxy, &TIDB_CPU, good).await;
 
