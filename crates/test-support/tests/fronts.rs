@@ -208,29 +208,31 @@ async fn manus_fronts_bootstrap_sessions_per_target() {
     assert!(targets.target("monica").is_some() && targets.target("other").is_none());
 }
 
+/// A plain `GET` of `url`, without cookies.
+async fn get(url: String) -> reqwest::Response {
+    client().get(url).send().await.unwrap()
+}
+
+/// The Grafana front's health answer as JSON.
+async fn health_json(base: &str) -> serde_json::Value {
+    get(format!("{base}/api/health"))
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The Grafana front's pages: the login page, the health answer with its version, and
 /// the session check of a page (a redirect to the login without the cookie) and of the
 /// API (401).
 async fn check_grafana_pages(base: &str, cookie: &str) {
-    let login = client().get(format!("{base}/login")).send().await.unwrap();
+    let login = get(format!("{base}/login")).await;
     assert_eq!(login.status().as_u16(), 200);
     assert!(login.text().await.unwrap().contains("login-form"));
 
-    let health: serde_json::Value = client()
-        .get(format!("{base}/api/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health["version"], GrafanaFront::VERSION);
+    assert_eq!(health_json(base).await["version"], GrafanaFront::VERSION);
 
-    let home = client()
-        .get(format!("{base}/explore"))
-        .send()
-        .await
-        .unwrap();
+    let home = get(format!("{base}/explore")).await;
     assert_eq!(home.status().as_u16(), 302);
     assert_eq!(home.headers()["location"], "/login");
     let home = client()
@@ -240,11 +242,7 @@ async fn check_grafana_pages(base: &str, cookie: &str) {
         .await
         .unwrap();
     assert_eq!(home.status().as_u16(), 200);
-    let api = client()
-        .get(format!("{base}/api/user"))
-        .send()
-        .await
-        .unwrap();
+    let api = get(format!("{base}/api/user")).await;
     assert_eq!(api.status().as_u16(), 401);
 }
 
@@ -252,22 +250,10 @@ async fn check_grafana_pages(base: &str, cookie: &str) {
 /// back to normal.
 async fn check_grafana_health_modes(front: &GrafanaFront, base: &str) {
     front.set_health(HealthMode::Unavailable);
-    let health = client()
-        .get(format!("{base}/api/health"))
-        .send()
-        .await
-        .unwrap();
+    let health = get(format!("{base}/api/health")).await;
     assert_eq!(health.status().as_u16(), 503);
     front.set_health(HealthMode::NoVersion);
-    let health: serde_json::Value = client()
-        .get(format!("{base}/api/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(health.get("version").is_none());
+    assert!(health_json(base).await.get("version").is_none());
     front.set_health(HealthMode::Ok);
 }
 
