@@ -13,6 +13,7 @@ use managed_evidence::connectors::{
     WetechConnector, WetechSecrets,
 };
 use managed_evidence::materialize::Handoff;
+use managed_evidence::package::Package;
 use managed_evidence::policy::{KeyRing, ManusTarget, PolicySigner, TrustedPolicy};
 use managed_evidence::result::{RequestDigest, ToolResult};
 use managed_evidence::tool::{PolicyInput, SandboxCall, prepare};
@@ -83,21 +84,31 @@ pub(crate) async fn deploy_clinic(
     Ok((front, deployed))
 }
 
+/// The trusted policy of APID-29213 (SaaS01, 2026-07-21 21:50–22:05 UTC+8) for `package`,
+/// with `extra` fields added.
+fn apid_29213_policy(
+    id: &str,
+    package: &Package,
+    extra: Value,
+) -> Result<TrustedPolicy, Box<dyn Error>> {
+    policy(
+        id,
+        "APID-29213",
+        package,
+        "SaaS01",
+        support::APID_29213_START,
+        support::APID_29213_END,
+        extra,
+    )
+}
+
 /// APID-29213: SaaS01 TiDB CPU per instance over the incident window, one Clinic call.
 pub(crate) async fn apid_29213(
     replay: &Replay,
     clinic: &Deployed<ClinicConnector>,
 ) -> Result<Handoff, Box<dyn Error>> {
     println!("\n-- APID-29213: SaaS01 TiDB CPU, 2026-07-21 21:50-22:05 UTC+8 (Clinic v3) --");
-    let p = policy(
-        "pol-APID-29213",
-        "APID-29213",
-        &clinic.package,
-        "SaaS01",
-        support::APID_29213_START,
-        support::APID_29213_END,
-        json!({}),
-    )?;
+    let p = apid_29213_policy("pol-APID-29213", &clinic.package, json!({}))?;
     let mut session = replay.session();
     let r = session.call(clinic, &p, json!({
         "queries": [{"queryId": "tidb_cpu", "expr": "sum by (instance) (rate(process_cpu_seconds_total{job=\"tidb\"}[1m]))", "step": "15s", "unit": "cores"}]
@@ -201,13 +212,9 @@ fn top_instance(r: &ToolResult) -> Option<String> {
 pub(crate) async fn manus_vida(replay: &Replay) -> Result<Handoff, Box<dyn Error>> {
     println!("\n-- Manus target vida: SaaS01 TiDB CPU, instance addresses as opaque references --");
     let (_fronts, manus) = deploy_manus(replay).await?;
-    let p = policy(
+    let p = apid_29213_policy(
         "pol-APID-29213-vida",
-        "APID-29213",
         &manus.package,
-        "SaaS01",
-        support::APID_29213_START,
-        support::APID_29213_END,
         json!({"manus_target": "vida"}),
     )?;
     let mut session = replay.session();
@@ -277,13 +284,9 @@ async fn deploy_wetech(
 pub(crate) async fn wetech(replay: &Replay) -> Result<Handoff, Box<dyn Error>> {
     println!("\n-- Wetech: a `unit` rejection corrected in the same turn --");
     let (grafana, wetech) = deploy_wetech(replay).await?;
-    let p = policy(
+    let p = apid_29213_policy(
         "pol-APID-29213-wetech",
-        "APID-29213",
         &wetech.package,
-        "SaaS01",
-        support::APID_29213_START,
-        support::APID_29213_END,
         json!({"wetech_query_ids": ["tidb_cpu"], "wetech_datasource": grafana.datasource_uid()}),
     )?;
     let mut session = replay.session();
