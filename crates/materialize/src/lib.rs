@@ -3,6 +3,7 @@
 mod call;
 mod error;
 mod handoff;
+mod outcome;
 mod refine;
 mod turn;
 
@@ -10,8 +11,9 @@ pub use call::{Call, CallRecord, Disposition, PlannedQuery};
 pub use error::MaterializeError;
 pub use handoff::{
     AcquisitionStatus, AttemptMeta, AttemptTrail, Capability, HANDOFF_VERSION, Handoff, Objective,
-    Outcome, ProviderReport, TurnStop, materialize, materialize_owned,
+    ProviderReport, TurnStop, materialize, materialize_owned,
 };
+pub use outcome::Outcome;
 pub use refine::{
     RefinementCode, RefinementDecision, RefinementGate, RefinementGrant, RefinementRefusal,
     RefinementRequest, normalize_question,
