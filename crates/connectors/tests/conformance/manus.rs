@@ -530,6 +530,45 @@ async fn key_rotation() {
     assert_invalid_reference(&view(&result));
 }
 
+/// A target without a configured base URL is refused before any request.
+async fn assert_unconfigured_target_is_refused(both: &Both, keys: &str) {
+    let monica_only_vida_configured = lock_args(
+        &apid(ManusTarget::Monica),
+        json!({"queryId": TIDB_CPU.name, "expr": TIDB_CPU.expr}),
+    );
+    let vida_only = config_for(
+        &[(ManusTarget::Vida, &both.targets.vida.front)],
+        ResponseLimits::default(),
+    );
+    let v = view(
+        &both
+            .call(&monica_only_vida_configured, &vida_only, keys)
+            .await,
+    );
+    assert_eq!(
+        (v.class(), v.code()),
+        (FailureClass::Internal, "manus_invalid_configuration")
+    );
+    assert!(both.targets.monica.front.requests().is_empty());
+}
+
+/// Refused credentials: `session_bootstrap` with the provider's 401 and its words, the
+/// path that was tried, never the password, and no correction.
+fn assert_refused_credentials(v: &View) {
+    assert_eq!(v.class(), FailureClass::SessionBootstrap);
+    assert_eq!(v.code(), "manus_session_http_401");
+    assert_eq!(v.error().http_status, Some(401));
+    assert!(v.detail().contains("invalid_credentials"), "{}", v.detail());
+    assert!(
+        v.detail()
+            .starts_with("the session bootstrap POST /api/v1/session was refused"),
+        "{}",
+        v.detail()
+    );
+    assert!(!v.detail().contains("manus-wrong-password"));
+    assert!(!v.correction().allowed);
+}
+
 /// The session bootstrap: refused credentials, an unavailable or broken bootstrap
 /// endpoint are `session_bootstrap` (shared, stop the turn) and no query is sent; a
 /// query refused after a good bootstrap is `authentication`.
@@ -561,19 +600,7 @@ async fn session_bootstrap_failures() {
             .await
             .unwrap(),
     );
-    let v = view(&result);
-    assert_eq!(v.class(), FailureClass::SessionBootstrap);
-    assert_eq!(v.code(), "manus_session_http_401");
-    assert_eq!(v.error().http_status, Some(401));
-    assert!(v.detail().contains("invalid_credentials"), "{}", v.detail());
-    assert!(
-        v.detail()
-            .starts_with("the session bootstrap POST /api/v1/session was refused"),
-        "{}",
-        v.detail()
-    );
-    assert!(!v.detail().contains("manus-wrong-password"));
-    assert!(!v.correction().allowed);
+    assert_refused_credentials(&view(&result));
 
     for (fault, code) in [
         (Fault::Status(503), "manus_session_http_503"),
@@ -631,22 +658,7 @@ async fn session_bootstrap_failures() {
     );
     assert_eq!(query_requests(), 1);
 
-    // A target without a configured base URL is refused before any request.
-    let monica_only_vida_configured = lock_args(
-        &apid(ManusTarget::Monica),
-        json!({"queryId": TIDB_CPU.name, "expr": TIDB_CPU.expr}),
-    );
-    let vida_only = config_for(&[(ManusTarget::Vida, vida)], ResponseLimits::default());
-    let v = view(
-        &both
-            .call(&monica_only_vida_configured, &vida_only, &keys)
-            .await,
-    );
-    assert_eq!(
-        (v.class(), v.code()),
-        (FailureClass::Internal, "manus_invalid_configuration")
-    );
-    assert!(both.targets.monica.front.requests().is_empty());
+    assert_unconfigured_target_is_refused(&both, &keys).await;
 }
 
 /// The 422 text of a memory many-to-many lists series with their instance and host
