@@ -21,7 +21,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use managed_evidence::connectors::internal::{
     Compaction, KeepLabels, RawResponse, Redactor, ResponseMapper,
 };
-use managed_evidence::result::{Evidence, EvidenceWindow, Provider};
+use managed_evidence::result::{Evidence, Provider, evidence::EvidenceWindow};
 
 /// The two body shapes: (series, points per series).
 const SHAPES: [(usize, usize); 3] = [(261, 241), (1_000, 1_441), (5_000, 241)];

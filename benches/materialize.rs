@@ -21,9 +21,10 @@ use managed_evidence::materialize::{
     AcquisitionStatus, Call, CallRecord, materialize, materialize_owned,
 };
 use managed_evidence::result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Figure,
-    Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread, PolicySource, Provider,
-    QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
+    Details, ErrorCode, Evidence, Failure, FailureClass, Item, Operation, Origin, PackageId,
+    PolicySource, Provider, QueryId, RequestDigest, ToolResult, evidence::EvidenceOutcome,
+    evidence::EvidenceWindow, figure::Figure, series::NonFiniteCounts, series::PeakSpread,
+    series::SeriesStats, series::SeriesSummary,
 };
 
 /// Wetech pairs (a rejection, then a changed success): 2 attempts each.

@@ -46,8 +46,8 @@ use managed_evidence::connectors::internal::{
     AddressSealer, Compaction, KeepLabels, QueryRange, Redactor, ResponseMapper, fetch,
 };
 use managed_evidence::result::{
-    Details, Evidence, EvidenceWindow, Item, Operation, Origin, PackageId, PolicySource, Provider,
-    QueryId, RequestDigest, ToolResult,
+    Details, Evidence, Item, Operation, Origin, PackageId, PolicySource, Provider, QueryId,
+    RequestDigest, ToolResult, evidence::EvidenceWindow,
 };
 use serde::Serialize;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! class it carries: the fixed codes ([`Code`]), the codes named by provider origin
 //! ([`OriginCode`]) and the two HTTP status families (provider answers and the Manus
 //! session bootstrap). Failures take their code and class from here; the tests check
-//! every one against the contract's table, `evidence_result::ERROR_CODES`.
+//! every one against the contract's table, `evidence_result::codes::ERROR_CODES`.
 
 use evidence_result::FailureClass::{
     self, Authentication, BrowserRuntime, Internal, InvalidArgument, ProviderUnavailable,
@@ -289,7 +289,7 @@ mod tests {
         }
         for (code, class) in all_codes() {
             assert!(
-                evidence_result::is_known(code.as_str(), class),
+                evidence_result::codes::is_known(code.as_str(), class),
                 "{code} ({class}) is not in ERROR_CODES"
             );
         }

@@ -7,8 +7,8 @@
 use evidence_connectors::internal::*;
 use evidence_connectors::*;
 use evidence_result::{
-    Details, EvidenceWindow, Figure, Item, NonFiniteCounts, Operation, Origin, PackageId,
-    PolicySource, Provider, QueryId, RequestDigest, ToolResult,
+    Details, Item, Operation, Origin, PackageId, PolicySource, Provider, QueryId, RequestDigest,
+    ToolResult, evidence::EvidenceWindow, figure::Figure, series::NonFiniteCounts,
 };
 use evidence_test_support::*;
 use serde_json::Value;

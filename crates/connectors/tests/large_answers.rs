@@ -5,7 +5,7 @@
 
 use evidence_connectors::internal::*;
 use evidence_connectors::*;
-use evidence_result::{Evidence, EvidenceWindow, Failure, Provider};
+use evidence_result::{Evidence, Failure, Provider, evidence::EvidenceWindow};
 use evidence_test_support::*;
 use secrecy::SecretString;
 

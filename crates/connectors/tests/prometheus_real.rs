@@ -6,8 +6,8 @@ use std::time::Duration;
 use evidence_connectors::internal::*;
 use evidence_connectors::*;
 use evidence_result::{
-    Details, Digest, Evidence, EvidenceWindow, Failure, FailureClass, Operation, Origin, PackageId,
-    PolicySource, Provider, QueryId, RequestDigest, ToolResult,
+    Details, Digest, Evidence, Failure, FailureClass, Operation, Origin, PackageId, PolicySource,
+    Provider, QueryId, RequestDigest, ToolResult, evidence::EvidenceWindow,
 };
 use evidence_test_support::*;
 use secrecy::SecretString;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use evidence_result::{
-    Details, ErrorInfo, EvidenceOutcome, Operation, PackageId, Provider, QueryId, RequestDigest,
-    Status, ToolResult,
+    Details, ErrorInfo, Operation, PackageId, Provider, QueryId, RequestDigest, Status, ToolResult,
+    evidence::EvidenceOutcome,
 };
 
 use crate::Outcome;

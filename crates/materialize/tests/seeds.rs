@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use evidence_materialize::*;
 use evidence_result::{
-    ErrorCode, Evidence, EvidenceOutcome, Failure, FailureClass, Item, PackageId, Provider,
-    RequestDigest, Status,
+    ErrorCode, Evidence, Failure, FailureClass, Item, PackageId, Provider, RequestDigest, Status,
+    evidence::EvidenceOutcome,
 };
 use serde_json::json;
 use support::*;

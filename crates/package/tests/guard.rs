@@ -11,9 +11,9 @@ use base64::engine::general_purpose::STANDARD;
 use evidence_package::internal::searched_forms;
 use evidence_package::{BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict};
 use evidence_result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, FailureClass, NonFiniteCounts, Operation,
-    Origin, PackageId, PeakSpread, Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary,
-    ToolResult,
+    Details, ErrorCode, Evidence, FailureClass, Operation, Origin, PackageId, Provider, QueryId,
+    RequestDigest, ToolResult, evidence::EvidenceOutcome, series::NonFiniteCounts,
+    series::PeakSpread, series::SeriesStats, series::SeriesSummary,
 };
 use proptest::prelude::*;
 use secrecy::SecretString;

@@ -7,7 +7,7 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::Signature;
-use evidence_result::{Digest, PackageId, Provider, canonical_json};
+use evidence_result::{Digest, PackageId, Provider, digest::canonical_json};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 

@@ -140,7 +140,7 @@ mod tests {
         ] {
             let failure = error.to_failure();
             assert!(
-                evidence_result::is_known(failure.error.code.as_str(), failure.error.class),
+                evidence_result::codes::is_known(failure.error.code.as_str(), failure.error.class),
                 "{} ({})",
                 failure.error.code,
                 failure.error.class

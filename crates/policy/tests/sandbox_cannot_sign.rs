@@ -17,7 +17,7 @@ mod support;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use evidence_policy::{KeyId, KeyRing, PolicySigner, SignedPolicy, TrustedPolicy, verify};
-use evidence_result::{Digest, canonical_json};
+use evidence_result::{Digest, digest::canonical_json};
 use hmac::{Hmac, Mac};
 use proptest::prelude::*;
 use proptest::test_runner::Config;

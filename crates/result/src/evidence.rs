@@ -1,7 +1,7 @@
 //! Compact evidence, contract version `compact_v3`: what one successful query returned,
 //! in as few tokens as keep every fact.
 //!
-//! Every figure has four significant digits ([`Figure`]), times are whole seconds, the
+//! Every figure has four significant digits ([`Figure`](crate::figure::Figure)), times are whole seconds, the
 //! labels every returned series shares are stated once (`common_labels`), and the kept
 //! series are a table (see the series table) with no repeated key, no `max` beside `peak` and
 //! no per-series point count when all are equal. Result-level facts cover every
@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::table::SeriesTable;
-use crate::{NonFiniteCounts, PeakSpread, SeriesSummary};
+use crate::{series::NonFiniteCounts, series::PeakSpread, series::SeriesSummary};
 
 /// The contract version of compact evidence, written first in every evidence object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -317,7 +317,8 @@ mod tests {
     }
 
     fn one_series(non_finite: u64) -> Evidence {
-        let stats = crate::SeriesStats::from_points(&[(1_000.0, 1.0), (1_540.0, 9.5)]).unwrap();
+        let stats =
+            crate::series::SeriesStats::from_points(&[(1_000.0, 1.0), (1_540.0, 9.5)]).unwrap();
         Evidence {
             outcome: EvidenceOutcome::Data,
             unit: None,
@@ -333,7 +334,7 @@ mod tests {
                 points: non_finite,
                 series: non_finite.min(1),
             }),
-            peak_spread: crate::PeakSpread::from_peaks([9.5]),
+            peak_spread: crate::series::PeakSpread::from_peaks([9.5]),
             top_k: 10,
             truncated: false,
             common_labels: BTreeMap::new(),

@@ -3,29 +3,29 @@
 // First, so that the modules below can name the macro without a path.
 #[macro_use]
 mod checked_string;
-mod class;
-mod codes;
-mod correction;
+pub mod class;
+pub mod codes;
+pub mod correction;
 mod details;
-mod digest;
+pub mod digest;
 mod error;
-mod evidence;
-mod figure;
+pub mod evidence;
+pub mod figure;
 mod ids;
-mod mcp;
-mod series;
+pub mod mcp;
+pub mod series;
 mod table;
-mod tool_result;
+pub mod tool_result;
 
-pub use class::{FailureClass, FailureGroup};
-pub use codes::{CODE_ORIGINS, CodeName, CodeSource, ERROR_CODES, KnownCode, is_known, known_code};
-pub use correction::{Correction, CorrectionScope, SAME_TURN_CORRECTION_RULE};
+// What a producer or reader of results starts from: the result, its details and their
+// parts, the identities and the errors. The rest lives in the named modules: `codes`
+// (the error-code table), `class`, `correction`, `digest`, `evidence`, `figure`,
+// `series`, `mcp` (the MCP projection) and `tool_result`.
+pub use class::FailureClass;
+pub use correction::{Correction, SAME_TURN_CORRECTION_RULE};
 pub use details::{Details, ErrorInfo, Failure, Item, Origin, PolicySource, Status};
-pub use digest::{Digest, RequestDigest, canonical_json};
+pub use digest::{Digest, RequestDigest};
 pub use error::ResultError;
-pub use evidence::{Evidence, EvidenceFormat, EvidenceOutcome, EvidenceWindow};
-pub use figure::{FIGURE_SIGNIFICANT_DIGITS, Figure};
+pub use evidence::Evidence;
 pub use ids::{ErrorCode, Operation, PackageId, Provider, QueryId};
-pub use mcp::{McpCallToolResult, McpContent, RESULT_TYPE_COMPLETE};
-pub use series::{NonFiniteCounts, PeakSpread, SeriesFold, SeriesStats, SeriesSummary};
-pub use tool_result::{ToolResult, WITHHELD_DETAIL};
+pub use tool_result::ToolResult;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Figure;
+use crate::figure::Figure;
 
 /// Statistics over the finite sample values of one series, each rounded once from the
 /// exact value (see [`Figure`]). There is no separate `max`: it is the `peak`.

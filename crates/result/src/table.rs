@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Figure, SeriesStats, SeriesSummary};
+use crate::{figure::Figure, series::SeriesStats, series::SeriesSummary};
 
 /// A statistic column of the series table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use evidence_result::*;
+use evidence_result::{correction::*, evidence::*, figure::*, series::*};
 use proptest::prelude::*;
 
 fn origin(provider: Provider) -> Origin {

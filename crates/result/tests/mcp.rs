@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use evidence_result::*;
+use evidence_result::mcp::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

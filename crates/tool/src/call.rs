@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn every_code_is_in_the_contract_table() {
         for (code, class) in crate::internal::tool_codes() {
-            assert!(evidence_result::is_known(code, class), "{code}");
+            assert!(evidence_result::codes::is_known(code, class), "{code}");
         }
     }
 }

@@ -28,8 +28,8 @@ use evidence_materialize::{
 };
 use evidence_policy::PolicyId;
 use evidence_result::{
-    Correction, Details, ErrorCode, EvidenceOutcome, Failure, FailureClass, Item, Operation,
-    Origin, PackageId, Provider, QueryId, RequestDigest, ResultError, Status, ToolResult,
+    Correction, Details, ErrorCode, Failure, FailureClass, Item, Operation, Origin, PackageId,
+    Provider, QueryId, RequestDigest, ResultError, Status, ToolResult, evidence::EvidenceOutcome,
 };
 use rustix::fs::{FlockOperation, flock};
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@ mod support;
 
 use std::path::Path;
 
-use evidence_result::{McpCallToolResult, Status, ToolResult};
+use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
 use secrecy::SecretString;
 use serde_json::{Value, json};

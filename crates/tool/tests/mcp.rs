@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
-use evidence_result::{FailureClass, McpCallToolResult, Status, ToolResult};
+use evidence_result::{FailureClass, Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
 use evidence_test_support::{
     Chromium, GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE, GrafanaFront,

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-use evidence_result::{McpCallToolResult, ToolResult};
+use evidence_result::{ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
 use secrecy::SecretString;
 use serde_json::{Value, json};

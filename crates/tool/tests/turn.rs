@@ -199,7 +199,7 @@ async fn a_guess_the_guard_confirms_stops_the_turn() {
         .unwrap();
     assert_eq!(failure.class, FailureClass::OutputBlocked);
     assert!(failure.class.is_shared(), "output_blocked stops the turn");
-    assert!(evidence_result::is_known(
+    assert!(evidence_result::codes::is_known(
         failure.code.as_str(),
         failure.class
     ));

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use evidence_result::{McpCallToolResult, Status, ToolResult};
+use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
 use secrecy::SecretString;
 use serde_json::{Value, json};

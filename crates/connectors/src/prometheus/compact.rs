@@ -6,7 +6,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use evidence_result::{Evidence, EvidenceOutcome, EvidenceWindow, SeriesSummary};
+use evidence_result::{
+    Evidence, evidence::EvidenceOutcome, evidence::EvidenceWindow, series::SeriesSummary,
+};
 
 use super::bound::bounded;
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
@@ -102,7 +104,7 @@ impl Compaction {
     /// `truncated` says whether series were left out. Zero series is
     /// [`Evidence::no_data`], never a zero. Warnings are kept.
     ///
-    /// [`SeriesStats::from_points`]: evidence_result::SeriesStats::from_points
+    /// [`SeriesStats::from_points`]: evidence_result::series::SeriesStats::from_points
     ///
     /// Ties in peak keep the provider's order; series without any finite value rank
     /// last.
@@ -216,7 +218,7 @@ fn owned(labels: Labels<'_>) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
     use crate::prometheus::parse::{ResponseStatus, Series};
-    use evidence_result::Figure;
+    use evidence_result::figure::Figure;
     use proptest::prelude::*;
     use std::cmp::Ordering;
 

@@ -180,8 +180,9 @@ mod tests {
     use super::*;
     use crate::prometheus::bound::{CUT_MARK, MAX_LABEL_CHARS};
     use evidence_result::{
-        Details, EvidenceOutcome, Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread,
-        PolicySource, Provider, QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
+        Details, Item, Operation, Origin, PackageId, PolicySource, Provider, QueryId,
+        RequestDigest, ToolResult, evidence::EvidenceOutcome, series::NonFiniteCounts,
+        series::PeakSpread, series::SeriesStats, series::SeriesSummary,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use evidence_result::SeriesFold;
+use evidence_result::series::SeriesFold;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 

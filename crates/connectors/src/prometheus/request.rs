@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use evidence_result::EvidenceWindow;
+use evidence_result::evidence::EvidenceWindow;
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 
 /// The content type of a form-encoded `query_range` body.

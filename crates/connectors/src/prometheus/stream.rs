@@ -8,7 +8,7 @@
 //! which is parsed with the typed envelope parser of `parse.rs` at the end. Each element
 //! of `data.result` is parsed on its own with serde straight from the received bytes
 //! (a series split across chunks is kept until it is complete) and folded at once: its
-//! points go into a [`SeriesFold`](evidence_result::SeriesFold) as they are read. The
+//! points go into a [`SeriesFold`](evidence_result::series::SeriesFold) as they are read. The
 //! original body is valid JSON exactly when the skeleton and every element are, with
 //! the commas between elements where the scanner checks them, so the path accepts the
 //! bodies the typed path accepts and folds the same points in the same order.

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use evidence_result::{NonFiniteCounts, PeakSpread};
+use evidence_result::{series::NonFiniteCounts, series::PeakSpread};
 
 use super::parse::SeriesDigest;
 

@@ -9,7 +9,8 @@ use evidence_connectors::{
 };
 use evidence_policy::{LockedItem, TrustedPolicy, lock};
 use evidence_result::{
-    ErrorCode, EvidenceOutcome, FailureClass, PackageId, PolicySource, Provider, Status, ToolResult,
+    ErrorCode, FailureClass, PackageId, PolicySource, Provider, Status, ToolResult,
+    evidence::EvidenceOutcome,
 };
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, ClinicFront, FaultControl, Fixture,

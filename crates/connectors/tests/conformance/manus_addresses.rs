@@ -7,7 +7,7 @@
 
 use evidence_connectors::{Connector, ManusConfig, ResponseLimits};
 use evidence_policy::{ManusTarget, TrustedPolicy, lock};
-use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, known_code};
+use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, codes::known_code};
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, MEMORY_CLUSTER, ManusFront, ST_2865_END,
     ST_2865_START, TIDB_CPU, VIDA_HOST_NAMES,

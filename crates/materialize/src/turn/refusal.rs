@@ -4,7 +4,8 @@
 use std::fmt;
 
 use evidence_result::{
-    Correction, CorrectionScope, Details, ErrorCode, Failure, FailureClass, Origin, ToolResult,
+    Correction, Details, ErrorCode, Failure, FailureClass, Origin, ToolResult,
+    correction::CorrectionScope,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -213,7 +214,7 @@ mod tests {
     fn every_refusal_code_is_in_the_contract_table_with_its_class() {
         for code in RefusalCode::ALL {
             assert!(
-                evidence_result::is_known(code.as_str(), code.class()),
+                evidence_result::codes::is_known(code.as_str(), code.class()),
                 "{} ({}) is not in ERROR_CODES",
                 code.as_str(),
                 code.class()

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use evidence_result::{
-    Details, ErrorCode, Evidence, EvidenceOutcome, EvidenceWindow, Failure, FailureClass, Figure,
-    Item, NonFiniteCounts, Operation, Origin, PackageId, PeakSpread, PolicySource, Provider,
-    QueryId, RequestDigest, SeriesStats, SeriesSummary, ToolResult,
+    Details, ErrorCode, Evidence, Failure, FailureClass, Item, Operation, Origin, PackageId,
+    PolicySource, Provider, QueryId, RequestDigest, ToolResult, evidence::EvidenceOutcome,
+    evidence::EvidenceWindow, figure::Figure, series::NonFiniteCounts, series::PeakSpread,
+    series::SeriesStats, series::SeriesSummary,
 };
 
 pub(crate) fn origin(package: PackageId, provider: Provider) -> Origin {

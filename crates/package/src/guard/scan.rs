@@ -317,7 +317,10 @@ mod tests {
             ToolResult::withheld(origin()),
         ] {
             let error = result.details().error.clone().unwrap();
-            assert!(evidence_result::is_known(error.code.as_str(), error.class));
+            assert!(evidence_result::codes::is_known(
+                error.code.as_str(),
+                error.class
+            ));
         }
     }
 

@@ -180,7 +180,8 @@ impl NormalizedManifest {
 
     /// RFC 8785 canonical JSON of the normalized manifest: what the package digest covers.
     pub fn canonical_json(&self) -> Result<String, PackageError> {
-        evidence_result::canonical_json(&self.0).map_err(|e| PackageError::Canonical(e.to_string()))
+        evidence_result::digest::canonical_json(&self.0)
+            .map_err(|e| PackageError::Canonical(e.to_string()))
     }
 }
 

@@ -129,14 +129,14 @@ mod tests {
     #[test]
     fn every_code_is_in_the_contract_table_with_its_class() {
         for c in Code::ALL {
-            let known = evidence_result::known_code(c.as_str())
+            let known = evidence_result::codes::known_code(c.as_str())
                 .unwrap_or_else(|| panic!("{} is not in ERROR_CODES", c.as_str()));
             assert_eq!(known.classes, [c.class()], "{}", c.as_str());
-            assert_eq!(known.source, evidence_result::CodeSource::Lock);
+            assert_eq!(known.source, evidence_result::codes::CodeSource::Lock);
         }
-        let lock_entries = evidence_result::ERROR_CODES
+        let lock_entries = evidence_result::codes::ERROR_CODES
             .iter()
-            .filter(|k| k.source == evidence_result::CodeSource::Lock)
+            .filter(|k| k.source == evidence_result::codes::CodeSource::Lock)
             .count();
         assert_eq!(
             lock_entries,

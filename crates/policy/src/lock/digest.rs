@@ -150,7 +150,7 @@ mod tests {
                 window_end: &p.window.end,
                 window_start: &p.window.start,
             };
-            let canonical = evidence_result::canonical_json(&input).unwrap();
+            let canonical = evidence_result::digest::canonical_json(&input).unwrap();
             proptest::prop_assert_eq!(serde_json::to_string(&input).unwrap(), canonical);
             proptest::prop_assert_eq!(ready_digest(&input).unwrap(), RequestDigest::of(&input).unwrap());
         }

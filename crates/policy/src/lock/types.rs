@@ -5,8 +5,8 @@
 use std::fmt;
 
 use evidence_result::{
-    Details, ErrorCode, EvidenceWindow, Failure, FailureClass, Item, Operation, Origin, PackageId,
-    PolicySource, Provider, QueryId, RequestDigest, ResultError, ToolResult,
+    Details, ErrorCode, Failure, FailureClass, Item, Operation, Origin, PackageId, PolicySource,
+    Provider, QueryId, RequestDigest, ResultError, ToolResult, evidence::EvidenceWindow,
 };
 use jiff::Timestamp;
 use schemars::JsonSchema;
