@@ -4,6 +4,11 @@
 //! Chromium for Wetech, and one local MCP server per package whose secrets come from
 //! OpenCode's environment (`{env:NAME}`), never from the workspace's files.
 //!
+//! The three servers share one turn ledger (`EVIDENCE_TURN_LEDGER`), as the runtime of
+//! one evidence turn gives them; each package also has a second envelope signed under
+//! a new `policy_id`, which [`Deployment::next_turn`] puts in place of the first: the
+//! next evidence pass is a new turn.
+//!
 //! Each server is started through a wrapper that writes its process id before it
 //! becomes the package's entrypoint (`exec` keeps the id, and so does the server's own
 //! re-execution with only its variables), so a test can read the environment the
@@ -11,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use evidence_test_support as test_support;
@@ -23,11 +29,16 @@ use opencode_workspace::McpServer;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::support::{audit_records, deploy, entrypoint, policy, runtime_env, sign};
+use crate::support::{
+    audit_records, deploy, entrypoint, new_ledger, policy, runtime_env_sharing, sign,
+};
 
 /// The id of the trusted policy of the diagnosed turn, the same in each package's
 /// envelope.
 pub const POLICY_ID: &str = "pol-APID-29213-e2e-1";
+
+/// The id of the trusted policy of the next evidence turn (the extra pass).
+pub const NEXT_POLICY_ID: &str = "pol-APID-29213-e2e-2";
 
 /// The variable naming the scripted model's API key in OpenCode's environment.
 pub const MODEL_KEY_ENV: &str = "SCRIPTED_MODEL_API_KEY";
@@ -40,6 +51,10 @@ pub struct Package {
     pub dir: PathBuf,
     /// Its audit log.
     pub audit: PathBuf,
+    /// The envelope its server reads on each call.
+    pub envelope: PathBuf,
+    /// Its envelope of the next turn ([`NEXT_POLICY_ID`]), until it is put in place.
+    pub next_envelope: PathBuf,
     /// Where its server writes its process id when it starts.
     pub pid_file: PathBuf,
     /// The server OpenCode starts.
@@ -89,8 +104,9 @@ pub struct Deployment {
     pub packages: Vec<Package>,
     /// The Clinic front (bearer token, cluster path) before the main Prometheus.
     pub clinic_front: ClinicFront,
-    /// The Manus front (session login) before the `vida` Prometheus.
-    pub manus_front: ManusFront,
+    /// The Manus front (session login) before the `vida` Prometheus; shared, so that a
+    /// step of the script can make it refuse the reader.
+    pub manus_front: Arc<ManusFront>,
     /// The Grafana front Wetech's Chromium talks to.
     pub grafana: GrafanaFront,
     /// Every secret value, by the variable OpenCode's environment holds it in.
@@ -101,6 +117,7 @@ pub struct Deployment {
     _main: Prometheus,
     _vida: Prometheus,
     _slot: BrowserSlot,
+    ledger: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -143,14 +160,16 @@ impl Deployment {
             ClinicFront::start(&main.url(), SecretString::from(CLINIC_TOKEN.to_owned()))
                 .await
                 .unwrap();
-        let manus_front = ManusFront::start(
-            "vida",
-            &vida.url(),
-            SecretString::from(MANUS_USER.to_owned()),
-            SecretString::from(MANUS_PASSWORD.to_owned()),
-        )
-        .await
-        .unwrap();
+        let manus_front = Arc::new(
+            ManusFront::start(
+                "vida",
+                &vida.url(),
+                SecretString::from(MANUS_USER.to_owned()),
+                SecretString::from(MANUS_PASSWORD.to_owned()),
+            )
+            .await
+            .unwrap(),
+        );
         let grafana = GrafanaFront::start(&main.url()).await.unwrap();
         let storage_state = json!({
             "cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
@@ -180,6 +199,7 @@ impl Deployment {
         let chromium = Chromium::find().unwrap_or_else(|e| panic!("{e}"));
 
         let dir = tempfile::tempdir().unwrap();
+        let ledger = new_ledger(dir.path());
         let wetech_limits = json!({"max_points_per_series": 11000, "min_step": 15,
             "max_batch": 1, "max_series_kept": 5, "max_calls_per_turn": 8});
         let mut packages = Vec::new();
@@ -226,6 +246,13 @@ impl Deployment {
             std::fs::create_dir_all(&home).unwrap();
             let (package_dir, _) = deploy(&home, &identity, revision, binary);
             let mut extra = extra;
+            extra["policy_id"] = json!(NEXT_POLICY_ID);
+            let next = sign(
+                &home,
+                "next-envelope.json",
+                &package_dir,
+                &policy(tool.provider().as_str(), &identity, extra.clone()),
+            );
             extra["policy_id"] = json!(POLICY_ID);
             let signed = sign(
                 &home,
@@ -239,7 +266,10 @@ impl Deployment {
             let mut server = McpServer::new(identity.clone(), command.display().to_string())
                 .unwrap()
                 .arg(evidence_tool::mcp::MCP_FLAG);
-            for (name, value) in runtime_env(&signed, &audit).into_iter().chain(deployment) {
+            for (name, value) in runtime_env_sharing(&signed, &audit, &ledger)
+                .into_iter()
+                .chain(deployment)
+            {
                 server = server.env(name, value);
             }
             // OpenCode substitutes `{env:NAME}` into the configuration text as it is, so
@@ -253,6 +283,8 @@ impl Deployment {
                 tool,
                 dir: package_dir,
                 audit,
+                envelope: signed.envelope,
+                next_envelope: next.envelope,
                 pid_file,
                 server,
                 own_secrets: own,
@@ -271,6 +303,7 @@ impl Deployment {
             _main: main,
             _vida: vida,
             _slot: slot,
+            ledger,
             dir,
         }
     }
@@ -283,6 +316,28 @@ impl Deployment {
     /// The folder holding the packages, envelopes and audit logs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The turn ledger the three servers share.
+    pub fn ledger(&self) -> &Path {
+        &self.ledger
+    }
+
+    /// What the runtime does before the next evidence turn: it writes each package's
+    /// envelope of [`NEXT_POLICY_ID`] where the package's server reads its envelope.
+    pub fn next_turn(&self) -> impl Fn() + Send + Sync + 'static {
+        let envelopes: Vec<(PathBuf, PathBuf)> = self
+            .packages
+            .iter()
+            .map(|p| (p.next_envelope.clone(), p.envelope.clone()))
+            .collect();
+        move || {
+            for (next, envelope) in &envelopes {
+                if next.exists() {
+                    std::fs::rename(next, envelope).unwrap();
+                }
+            }
+        }
     }
 
     /// Every secret value that must appear nowhere the model, the workspace or a log
