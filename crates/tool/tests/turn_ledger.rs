@@ -138,6 +138,10 @@ impl Fronts {
             ledger,
         );
         env.push(("CLINIC_BASE_URL", self.clinic_front.base_url()));
+        env.push((
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ));
         env.push(("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned()));
         env
     }
