@@ -166,7 +166,7 @@ fn check_managed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
-    let deployment = Deployment::start().await;
+    let deployment = Arc::new(Deployment::start().await);
     let names = ToolNames(
         deployment
             .packages
@@ -190,19 +190,25 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
         .iter()
         .map(|p| (p.identity(), p.pid_file.clone()))
         .collect();
-    // Before the shared failure's call the Manus target starts refusing the reader; before
-    // the extra pass the runtime writes the next turn's envelopes (and Manus serves again).
+    // Before each managed call the providers' query counts are noted. Before the shared
+    // failure's call the Manus target starts refusing the reader; before the extra pass
+    // the runtime writes the next turn's envelopes (and Manus serves again).
     let seen = environs.clone();
-    let manus = deployment.manus_front.clone();
-    let next_turn = deployment.next_turn();
+    let sent: Sent = Arc::default();
+    let noted = sent.clone();
+    let providers = deployment.clone();
     let next_pass = agents::second_pass()[0].id;
     let hook: agents::Hook = Arc::new(move |call: &str| {
+        let mut noted = noted.lock().unwrap();
+        if !noted.iter().any(|(id, _)| id == call) {
+            noted.push((call.to_owned(), provider_queries(&providers)));
+        }
         if call == SHARED_FAILURE {
-            manus.set_forbidden(true);
+            providers.manus_front.set_forbidden(true);
         }
         if call == next_pass {
-            manus.set_forbidden(false);
-            next_turn();
+            providers.manus_front.set_forbidden(false);
+            providers.next_turn();
         }
         let mut seen = seen.lock().unwrap();
         for (identity, pid_file) in &watched {
@@ -269,7 +275,7 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
     // File writes and tool lists first: a break there changes the rest of the run.
     check_files(&transcript, &ws);
     check_tool_lists(&transcript, &deployment, &names);
-    check_managed_results(&transcript, &deployment);
+    check_managed_results(&transcript, &deployment, &sent.lock().unwrap());
     check_delegation(&transcript);
     check_workflow(&transcript);
     check_secrets(
@@ -383,12 +389,29 @@ fn check_tool_lists(transcript: &Transcript, deployment: &Deployment, names: &To
     );
 }
 
+/// The provider queries of each package so far, in the deployment's order.
+fn provider_queries(deployment: &Deployment) -> Vec<usize> {
+    deployment
+        .packages
+        .iter()
+        .map(|p| deployment.provider_queries(p.tool))
+        .collect()
+}
+
+/// [`provider_queries`] as the evidence agent was about to make each managed call, by
+/// call id, in call order.
+type Sent = Arc<Mutex<Vec<(String, Vec<usize>)>>>;
+
 /// Each managed result the model read is exactly the tool's text; the rejection is
 /// corrected in the same turn with the same `queryId`; the audit logs hold one record
-/// per call that reached a server, in the turn of its pass, and the providers saw the
-/// calls that were sent (an unchanged retry and a call of a stopped turn are not); the
-/// three servers kept both turns in the one ledger they share.
-fn check_managed_results(transcript: &Transcript, deployment: &Deployment) {
+/// per call that reached a server, in the turn of its pass; each call sent one query to
+/// its own provider and none to another, or nothing at all (an unchanged retry, a call
+/// of a stopped turn); the three servers kept both turns in the one ledger they share.
+fn check_managed_results(
+    transcript: &Transcript,
+    deployment: &Deployment,
+    sent: &[(String, Vec<usize>)],
+) {
     let passes = [
         (POLICY_ID, agents::first_pass()),
         (NEXT_POLICY_ID, agents::second_pass()),
@@ -437,6 +460,24 @@ fn check_managed_results(transcript: &Transcript, deployment: &Deployment) {
             .collect();
         let called: BTreeSet<String> = pass.iter().map(|c| c.tool.identity().to_string()).collect();
         assert_eq!(packages, called, "the packages of turn {policy_id}");
+    }
+    let order: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        order,
+        calls.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "call order"
+    );
+    let after = provider_queries(deployment);
+    for (index, call) in calls.iter().enumerate() {
+        let before = &sent[index].1;
+        let next = sent.get(index + 1).map_or(&after, |(_, counts)| counts);
+        let expected: Vec<usize> = deployment
+            .packages
+            .iter()
+            .map(|p| usize::from(p.tool == call.tool && call.sent))
+            .collect();
+        let made: Vec<usize> = next.iter().zip(before).map(|(n, b)| n - b).collect();
+        assert_eq!(made, expected, "{}: provider queries it sent", call.id);
     }
     for call in calls.iter().filter(|c| c.corrects.is_some()) {
         let rejected = query_of(results[call.corrects.unwrap()].details());

@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use base64::Engine as _;
 use evidence_test_support as test_support;
@@ -104,9 +103,8 @@ pub struct Deployment {
     pub packages: Vec<Package>,
     /// The Clinic front (bearer token, cluster path) before the main Prometheus.
     pub clinic_front: ClinicFront,
-    /// The Manus front (session login) before the `vida` Prometheus; shared, so that a
-    /// step of the script can make it refuse the reader.
-    pub manus_front: Arc<ManusFront>,
+    /// The Manus front (session login) before the `vida` Prometheus.
+    pub manus_front: ManusFront,
     /// The Grafana front Wetech's Chromium talks to.
     pub grafana: GrafanaFront,
     /// Every secret value, by the variable OpenCode's environment holds it in.
@@ -160,16 +158,14 @@ impl Deployment {
             ClinicFront::start(&main.url(), SecretString::from(CLINIC_TOKEN.to_owned()))
                 .await
                 .unwrap();
-        let manus_front = Arc::new(
-            ManusFront::start(
-                "vida",
-                &vida.url(),
-                SecretString::from(MANUS_USER.to_owned()),
-                SecretString::from(MANUS_PASSWORD.to_owned()),
-            )
-            .await
-            .unwrap(),
-        );
+        let manus_front = ManusFront::start(
+            "vida",
+            &vida.url(),
+            SecretString::from(MANUS_USER.to_owned()),
+            SecretString::from(MANUS_PASSWORD.to_owned()),
+        )
+        .await
+        .unwrap();
         let grafana = GrafanaFront::start(&main.url()).await.unwrap();
         let storage_state = json!({
             "cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME, "value": GRAFANA_SESSION_COOKIE_VALUE,
@@ -324,18 +320,12 @@ impl Deployment {
     }
 
     /// What the runtime does before the next evidence turn: it writes each package's
-    /// envelope of [`NEXT_POLICY_ID`] where the package's server reads its envelope.
-    pub fn next_turn(&self) -> impl Fn() + Send + Sync + 'static {
-        let envelopes: Vec<(PathBuf, PathBuf)> = self
-            .packages
-            .iter()
-            .map(|p| (p.next_envelope.clone(), p.envelope.clone()))
-            .collect();
-        move || {
-            for (next, envelope) in &envelopes {
-                if next.exists() {
-                    std::fs::rename(next, envelope).unwrap();
-                }
+    /// envelope of [`NEXT_POLICY_ID`] where the package's server reads its envelope (once;
+    /// later calls change nothing).
+    pub fn next_turn(&self) {
+        for package in &self.packages {
+            if package.next_envelope.exists() {
+                std::fs::rename(&package.next_envelope, &package.envelope).unwrap();
             }
         }
     }
