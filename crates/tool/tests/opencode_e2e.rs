@@ -8,7 +8,10 @@
 //! logs and the environment of the processes it started.
 //!
 //! Each case of the evidence agent is one step of its script (`e2e/agents.rs`), so a
-//! new case is one more step and one more expectation.
+//! new case is one more step and one more expectation. The three servers share one turn
+//! ledger: the first evidence pass is one turn (an unchanged retry is refused; a shared
+//! failure of Manus stops the turn for Clinic's next call), and the extra pass runs
+//! under new envelopes, a new turn.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e;
@@ -20,12 +23,14 @@ use std::sync::{Arc, Mutex};
 use e2e::agents::{
     self, ANALYST_MANAGED_CALL, ANALYST_REREADS_EVIDENCE, ANALYST_WRITES_EVIDENCE,
     EVIDENCE_REREADS_ANALYSIS, EVIDENCE_WRITES_ANALYSIS, Expect, METRICS_FILE, ManagedCall,
-    ToolNames,
+    SHARED_FAILURE, ToolNames,
 };
-use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV};
+use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV, NEXT_POLICY_ID, POLICY_ID};
 use e2e::orchestrator::{Protocol, required_skills};
 use e2e::transcript::{REFUSED, Transcript, WROTE, read_contents};
-use evidence_result::{Correction, Details, ErrorInfo, QueryId, RequestDigest, Status, ToolResult};
+use evidence_result::{
+    Correction, Details, ErrorInfo, FailureClass, QueryId, RequestDigest, Status, ToolResult,
+};
 use evidence_test_support::model::{Play, Reply, Speaker};
 use evidence_test_support::{Script, ScriptedModel};
 use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, REPORT_PATH};
@@ -103,8 +108,14 @@ fn query_of(details: &Details) -> Query<'_> {
 
 /// A managed result as the model read it: exactly the `text` of a `ToolResult` (the JSON
 /// of its details, byte for byte), checked against the expectation and against the
-/// package's audit record of the call (its request digest, and the size of its text).
-fn check_managed(transcript: &Transcript, call: &ManagedCall, audit: &[Value]) -> ToolResult {
+/// package's audit record of the call (its turn, its request digest, and the size of its
+/// text).
+fn check_managed(
+    transcript: &Transcript,
+    call: &ManagedCall,
+    record: &Value,
+    policy_id: &str,
+) -> ToolResult {
     let outcome = transcript.outcome(call.id);
     let details: Details = serde_json::from_str(&outcome.output).unwrap_or_else(|e| {
         panic!(
@@ -137,11 +148,13 @@ fn check_managed(transcript: &Transcript, call: &ManagedCall, audit: &[Value]) -
             );
         }
     }
-    let digest = serde_json::to_value(query.digest).unwrap();
-    let record = audit
-        .iter()
-        .find(|r| r["request_digests"].get(0) == Some(&digest))
-        .unwrap_or_else(|| panic!("{}: no audit record of request {digest}", call.id));
+    let digests = serde_json::to_value(query.digest.into_iter().collect::<Vec<_>>()).unwrap();
+    assert_eq!(
+        record["request_digests"], digests,
+        "{}: the audit record is of another request",
+        call.id
+    );
+    assert_eq!(record["policy_id"], policy_id, "{}: turn", call.id);
     assert_eq!(
         record["output_bytes"].as_u64(),
         Some(outcome.output.len() as u64),
@@ -153,7 +166,7 @@ fn check_managed(transcript: &Transcript, call: &ManagedCall, audit: &[Value]) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
-    let deployment = Deployment::start().await;
+    let deployment = Arc::new(Deployment::start().await);
     let names = ToolNames(
         deployment
             .packages
@@ -177,8 +190,26 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
         .iter()
         .map(|p| (p.identity(), p.pid_file.clone()))
         .collect();
+    // Before each managed call the providers' query counts are noted. Before the shared
+    // failure's call the Manus target starts refusing the reader; before the extra pass
+    // the runtime writes the next turn's envelopes (and Manus serves again).
     let seen = environs.clone();
-    let hook: agents::Hook = Arc::new(move || {
+    let sent: Sent = Arc::default();
+    let noted = sent.clone();
+    let providers = deployment.clone();
+    let next_pass = agents::second_pass()[0].id;
+    let hook: agents::Hook = Arc::new(move |call: &str| {
+        let mut noted = noted.lock().unwrap();
+        if !noted.iter().any(|(id, _)| id == call) {
+            noted.push((call.to_owned(), provider_queries(&providers)));
+        }
+        if call == SHARED_FAILURE {
+            providers.manus_front.set_forbidden(true);
+        }
+        if call == next_pass {
+            providers.manus_front.set_forbidden(false);
+            providers.next_turn();
+        }
         let mut seen = seen.lock().unwrap();
         for (identity, pid_file) in &watched {
             if !seen.contains_key(identity) {
@@ -244,7 +275,7 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
     // File writes and tool lists first: a break there changes the rest of the run.
     check_files(&transcript, &ws);
     check_tool_lists(&transcript, &deployment, &names);
-    check_managed_results(&transcript, &deployment);
+    check_managed_results(&transcript, &deployment, &sent.lock().unwrap());
     check_delegation(&transcript);
     check_workflow(&transcript);
     check_secrets(
@@ -358,18 +389,95 @@ fn check_tool_lists(transcript: &Transcript, deployment: &Deployment, names: &To
     );
 }
 
+/// The provider queries of each package so far, in the deployment's order.
+fn provider_queries(deployment: &Deployment) -> Vec<usize> {
+    deployment
+        .packages
+        .iter()
+        .map(|p| deployment.provider_queries(p.tool))
+        .collect()
+}
+
+/// [`provider_queries`] as the evidence agent was about to make each managed call, by
+/// call id, in call order.
+type Sent = Arc<Mutex<Vec<(String, Vec<usize>)>>>;
+
 /// Each managed result the model read is exactly the tool's text; the rejection is
 /// corrected in the same turn with the same `queryId`; the audit logs hold one record
-/// per call that reached a server, and the providers saw the calls that were sent.
-fn check_managed_results(transcript: &Transcript, deployment: &Deployment) {
-    let calls: Vec<ManagedCall> = agents::first_pass()
-        .into_iter()
-        .chain(agents::second_pass())
-        .collect();
+/// per call that reached a server, in the turn of its pass; each call sent one query to
+/// its own provider and none to another, or nothing at all (an unchanged retry, a call
+/// of a stopped turn); the three servers kept both turns in the one ledger they share.
+fn check_managed_results(
+    transcript: &Transcript,
+    deployment: &Deployment,
+    sent: &[(String, Vec<usize>)],
+) {
+    let passes = [
+        (POLICY_ID, agents::first_pass()),
+        (NEXT_POLICY_ID, agents::second_pass()),
+    ];
+    let calls: Vec<ManagedCall> = passes.iter().flat_map(|(_, c)| c.clone()).collect();
     let mut results = BTreeMap::new();
-    for call in &calls {
-        let audit = deployment.package(call.tool).audit_records();
-        results.insert(call.id, check_managed(transcript, call, &audit));
+    let mut audits: BTreeMap<String, std::vec::IntoIter<Value>> = deployment
+        .packages
+        .iter()
+        .map(|p| (p.identity(), p.audit_records().into_iter()))
+        .collect();
+    for (policy_id, pass) in &passes {
+        for call in pass {
+            let identity = call.tool.identity().to_string();
+            let record = audits
+                .get_mut(&identity)
+                .and_then(Iterator::next)
+                .unwrap_or_else(|| panic!("{}: no audit record in {identity}", call.id));
+            results.insert(call.id, check_managed(transcript, call, &record, policy_id));
+        }
+    }
+    // The stop names the shared failure that caused it, of another package.
+    let stopped = calls
+        .iter()
+        .find(|c| c.expect == Expect::Failure("turn_stopped", FailureClass::PolicyViolation))
+        .unwrap();
+    let stop_detail = results[stopped.id]
+        .details()
+        .detail_error
+        .clone()
+        .unwrap_or_default();
+    let manus = deployment.package(evidence_tool::Tool::Manus).identity();
+    assert_ne!(stopped.tool, evidence_tool::Tool::Manus);
+    assert!(
+        stop_detail.contains(&manus) && stop_detail.contains("manus_http_403"),
+        "{stop_detail}"
+    );
+    for (policy_id, pass) in &passes {
+        let entries =
+            std::fs::read_to_string(deployment.ledger().join(format!("{policy_id}.jsonl")))
+                .unwrap_or_else(|e| panic!("no turn {policy_id} in the shared ledger: {e}"));
+        let packages: BTreeSet<String> = entries
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter_map(|e| e["package"].as_str().map(str::to_owned))
+            .collect();
+        let called: BTreeSet<String> = pass.iter().map(|c| c.tool.identity().to_string()).collect();
+        assert_eq!(packages, called, "the packages of turn {policy_id}");
+    }
+    let order: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        order,
+        calls.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "call order"
+    );
+    let after = provider_queries(deployment);
+    for (index, call) in calls.iter().enumerate() {
+        let before = &sent[index].1;
+        let next = sent.get(index + 1).map_or(&after, |(_, counts)| counts);
+        let expected: Vec<usize> = deployment
+            .packages
+            .iter()
+            .map(|p| usize::from(p.tool == call.tool && call.sent))
+            .collect();
+        let made: Vec<usize> = next.iter().zip(before).map(|(n, b)| n - b).collect();
+        assert_eq!(made, expected, "{}: provider queries it sent", call.id);
     }
     for call in calls.iter().filter(|c| c.corrects.is_some()) {
         let rejected = query_of(results[call.corrects.unwrap()].details());

@@ -1,5 +1,6 @@
 //! The subagents' parts of the script. The evidence agent makes its managed tool calls
-//! one per reply (a case each: a success, a rejection and its same-turn correction, ...),
+//! one per reply (a case each: a success, a rejection, its unchanged retry and its
+//! same-turn correction, a shared failure and the call the stopped turn refuses, ...),
 //! reuses the evidence file of an earlier pass, writes its own files and tries the
 //! analyst's; the analyst reads the evidence, tries a managed tool and the evidence
 //! agent's file, and writes its own files: asking for more evidence on its first pass
@@ -81,6 +82,18 @@ pub fn first_pass() -> Vec<ManagedCall> {
             sent: true,
         },
         ManagedCall {
+            id: UNCHANGED_RETRY,
+            tool: Tool::Clinic,
+            arguments: clinic(
+                "tidb_cpu_saturation",
+                test_support::TIDB_MANY_TO_MANY.expr,
+                None,
+            ),
+            corrects: None,
+            expect: Expect::Failure("unchanged_retry", FailureClass::InvalidArgument),
+            sent: false,
+        },
+        ManagedCall {
             id: "p1_clinic_corrected",
             tool: Tool::Clinic,
             arguments: clinic(
@@ -110,8 +123,35 @@ pub fn first_pass() -> Vec<ManagedCall> {
             expect: Expect::Success,
             sent: true,
         },
+        ManagedCall {
+            id: SHARED_FAILURE,
+            tool: Tool::Manus,
+            arguments: json!({"queryId": "vida_cpu_rate", "expr": test_support::TIDB_CPU.expr,
+                              "step": "30s"}),
+            corrects: None,
+            expect: Expect::Failure("manus_http_403", FailureClass::Authorization),
+            sent: true,
+        },
+        ManagedCall {
+            id: "p1_clinic_after_stop",
+            tool: Tool::Clinic,
+            arguments: clinic(
+                "tidb_cpu_after_stop",
+                test_support::TIDB_CPU.expr,
+                Some("cores"),
+            ),
+            corrects: None,
+            expect: Expect::Failure("turn_stopped", FailureClass::PolicyViolation),
+            sent: false,
+        },
     ]
 }
+
+/// The first pass's call that repeats the rejected request unchanged.
+pub const UNCHANGED_RETRY: &str = "p1_clinic_unchanged_retry";
+/// The first pass's call the Manus target refuses (403): a shared failure, which stops
+/// the turn.
+pub const SHARED_FAILURE: &str = "p1_manus_forbidden";
 
 /// The managed calls of the extra evidence pass the analyst asked for.
 pub fn second_pass() -> Vec<ManagedCall> {
@@ -166,11 +206,12 @@ fn write(id: &str, path: &str, content: &Value) -> Reply {
     )
 }
 
-/// The step making `call`: a correction only when the result it corrects allows one in
-/// the same turn.
-fn managed_step(call: ManagedCall, names: &ToolNames) -> impl Play + 'static {
+/// The step making `call`, after `hook`: a correction only when the result it corrects
+/// allows one in the same turn.
+fn managed_step(call: ManagedCall, names: &ToolNames, hook: Hook) -> impl Play + 'static {
     let name = names.of(call.tool).to_owned();
     move |request: &ChatRequest| {
+        hook(call.id);
         if let Some(rejected) = call.corrects {
             let Some(outcome) = request.outcome(rejected) else {
                 return Reply::refuse(format!("{}: no result of {rejected}", call.id));
@@ -244,26 +285,17 @@ fn evidence_output(pass: u8, summary: &str, warnings: Vec<String>) -> Value {
     })
 }
 
-/// Something the test does when the evidence agent first speaks (OpenCode has started
-/// every MCP server by then).
-pub type Hook = Arc<dyn Fn() + Send + Sync>;
+/// Something the test does as the evidence agent is about to make a managed call, given
+/// the call's id (OpenCode has started every MCP server by then).
+pub type Hook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The evidence agent: the first pass's cases, or (for a task naming pass 2) the
 /// extra pass that reuses the first pass's evidence file.
-pub fn evidence_agent(names: &ToolNames, on_start: Hook) -> impl Play + 'static {
+pub fn evidence_agent(names: &ToolNames, before_call: Hook) -> impl Play + 'static {
     let mut first = Steps::new();
     let calls = first_pass();
-    for (index, call) in calls.iter().cloned().enumerate() {
-        let step = managed_step(call, names);
-        if index == 0 {
-            let hook = on_start.clone();
-            first = first.then(move |request: &ChatRequest| {
-                hook();
-                step.reply(request)
-            });
-        } else {
-            first = first.then(step);
-        }
+    for call in calls.iter().cloned() {
+        first = first.then(managed_step(call, names, before_call.clone()));
     }
     let written = calls.clone();
     first = first
@@ -278,7 +310,10 @@ pub fn evidence_agent(names: &ToolNames, on_start: Hook) -> impl Play + 'static 
                 &evidence_output(
                     1,
                     "TiDB CPU by instance from Clinic, Manus (vida) and Wetech; CPU saturation per instance.",
-                    vec!["tidb_cpu_saturation was rejected (clinic_http_422) and corrected in the same turn".to_owned()],
+                    vec![
+                        "tidb_cpu_saturation was rejected (clinic_http_422) and corrected in the same turn".to_owned(),
+                        "the turn stopped after Manus refused the reader (manus_http_403)".to_owned(),
+                    ],
                 ),
             )
         })
@@ -289,7 +324,7 @@ pub fn evidence_agent(names: &ToolNames, on_start: Hook) -> impl Play + 'static 
     });
     let calls = second_pass();
     for call in calls.iter().cloned() {
-        second = second.then(managed_step(call, names));
+        second = second.then(managed_step(call, names, before_call.clone()));
     }
     second = second
         .then(move |request: &ChatRequest| {

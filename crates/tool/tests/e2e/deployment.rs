@@ -4,6 +4,11 @@
 //! Chromium for Wetech, and one local MCP server per package whose secrets come from
 //! OpenCode's environment (`{env:NAME}`), never from the workspace's files.
 //!
+//! The three servers share one turn ledger (`EVIDENCE_TURN_LEDGER`), as the runtime of
+//! one evidence turn gives them; each package also has a second envelope signed under
+//! a new `policy_id`, which [`Deployment::next_turn`] puts in place of the first: the
+//! next evidence pass is a new turn.
+//!
 //! Each server is started through a wrapper that writes its process id before it
 //! becomes the package's entrypoint (`exec` keeps the id, and so does the server's own
 //! re-execution with only its variables), so a test can read the environment the
@@ -23,11 +28,16 @@ use opencode_workspace::McpServer;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::support::{audit_records, deploy, entrypoint, policy, runtime_env, sign};
+use crate::support::{
+    audit_records, deploy, entrypoint, new_ledger, policy, runtime_env_sharing, sign,
+};
 
 /// The id of the trusted policy of the diagnosed turn, the same in each package's
 /// envelope.
 pub const POLICY_ID: &str = "pol-APID-29213-e2e-1";
+
+/// The id of the trusted policy of the next evidence turn (the extra pass).
+pub const NEXT_POLICY_ID: &str = "pol-APID-29213-e2e-2";
 
 /// The variable naming the scripted model's API key in OpenCode's environment.
 pub const MODEL_KEY_ENV: &str = "SCRIPTED_MODEL_API_KEY";
@@ -40,6 +50,10 @@ pub struct Package {
     pub dir: PathBuf,
     /// Its audit log.
     pub audit: PathBuf,
+    /// The envelope its server reads on each call.
+    pub envelope: PathBuf,
+    /// Its envelope of the next turn ([`NEXT_POLICY_ID`]), until it is put in place.
+    pub next_envelope: PathBuf,
     /// Where its server writes its process id when it starts.
     pub pid_file: PathBuf,
     /// The server OpenCode starts.
@@ -101,6 +115,7 @@ pub struct Deployment {
     _main: Prometheus,
     _vida: Prometheus,
     _slot: BrowserSlot,
+    ledger: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -180,6 +195,7 @@ impl Deployment {
         let chromium = Chromium::find().unwrap_or_else(|e| panic!("{e}"));
 
         let dir = tempfile::tempdir().unwrap();
+        let ledger = new_ledger(dir.path());
         let wetech_limits = json!({"max_points_per_series": 11000, "min_step": 15,
             "max_batch": 1, "max_series_kept": 5, "max_calls_per_turn": 8});
         let mut packages = Vec::new();
@@ -226,6 +242,13 @@ impl Deployment {
             std::fs::create_dir_all(&home).unwrap();
             let (package_dir, _) = deploy(&home, &identity, revision, binary);
             let mut extra = extra;
+            extra["policy_id"] = json!(NEXT_POLICY_ID);
+            let next = sign(
+                &home,
+                "next-envelope.json",
+                &package_dir,
+                &policy(tool.provider().as_str(), &identity, extra.clone()),
+            );
             extra["policy_id"] = json!(POLICY_ID);
             let signed = sign(
                 &home,
@@ -239,7 +262,10 @@ impl Deployment {
             let mut server = McpServer::new(identity.clone(), command.display().to_string())
                 .unwrap()
                 .arg(evidence_tool::mcp::MCP_FLAG);
-            for (name, value) in runtime_env(&signed, &audit).into_iter().chain(deployment) {
+            for (name, value) in runtime_env_sharing(&signed, &audit, &ledger)
+                .into_iter()
+                .chain(deployment)
+            {
                 server = server.env(name, value);
             }
             // OpenCode substitutes `{env:NAME}` into the configuration text as it is, so
@@ -253,6 +279,8 @@ impl Deployment {
                 tool,
                 dir: package_dir,
                 audit,
+                envelope: signed.envelope,
+                next_envelope: next.envelope,
                 pid_file,
                 server,
                 own_secrets: own,
@@ -271,6 +299,7 @@ impl Deployment {
             _main: main,
             _vida: vida,
             _slot: slot,
+            ledger,
             dir,
         }
     }
@@ -283,6 +312,22 @@ impl Deployment {
     /// The folder holding the packages, envelopes and audit logs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The turn ledger the three servers share.
+    pub fn ledger(&self) -> &Path {
+        &self.ledger
+    }
+
+    /// What the runtime does before the next evidence turn: it writes each package's
+    /// envelope of [`NEXT_POLICY_ID`] where the package's server reads its envelope (once;
+    /// later calls change nothing).
+    pub fn next_turn(&self) {
+        for package in &self.packages {
+            if package.next_envelope.exists() {
+                std::fs::rename(&package.next_envelope, &package.envelope).unwrap();
+            }
+        }
     }
 
     /// Every secret value that must appear nowhere the model, the workspace or a log

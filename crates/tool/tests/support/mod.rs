@@ -213,6 +213,17 @@ pub fn with_one_byte_changed(bin: &Path, out: &Path) {
 /// one such environment share one ledger).
 pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)> {
     let dir = audit.parent().unwrap_or(Path::new("/tmp"));
+    runtime_env_sharing(signed, audit, &new_ledger(dir))
+}
+
+/// The runtime-context variables every tool reads, with the turn ledger `ledger`: the
+/// servers of one evidence turn, each started with its own envelope and audit log, name
+/// the same one.
+pub fn runtime_env_sharing(
+    signed: &Signed,
+    audit: &Path,
+    ledger: &Path,
+) -> Vec<(&'static str, String)> {
     vec![
         (
             "EVIDENCE_TRUSTED_CONTEXT",
@@ -220,10 +231,7 @@ pub fn runtime_env(signed: &Signed, audit: &Path) -> Vec<(&'static str, String)>
         ),
         ("EVIDENCE_POLICY_KEYS", signed.keys.clone()),
         ("EVIDENCE_AUDIT_LOG", audit.display().to_string()),
-        (
-            "EVIDENCE_TURN_LEDGER",
-            new_ledger(dir).display().to_string(),
-        ),
+        ("EVIDENCE_TURN_LEDGER", ledger.display().to_string()),
     ]
 }
 
