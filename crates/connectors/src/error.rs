@@ -5,6 +5,7 @@ use thiserror::Error;
 /// Everything that can go wrong in a connector before a provider answer becomes a
 /// result. Every variant maps to a structured failure (see `ResponseMapper::failure`).
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConnectorError {
     /// The provider did not answer within the time limit.
     #[error("the provider did not answer in time: {0}")]

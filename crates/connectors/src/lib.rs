@@ -8,26 +8,29 @@ mod connector;
 mod error;
 mod manus;
 mod prometheus;
-mod reference;
+pub mod reference;
 mod tls;
 #[cfg(feature = "wetech")]
-mod wetech;
+pub mod wetech;
 
 pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
 pub use connector::{Connector, HostAllowlist};
 pub use error::ConnectorError;
 pub use manus::{ManusConfig, ManusConnector, ManusSecrets};
-pub use prometheus::{
-    CUT_MARK, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K,
-    EVALUATION_TIMEOUT_MARGIN, MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS,
-    MAX_TRACKED_SERIES, RETAINED_BODY_BYTES, ResponseLimits,
-};
-pub use reference::{ReferenceKeyRing, ReferenceScope};
+pub use prometheus::ResponseLimits;
+pub use reference::ReferenceKeyRing;
+
+/// The bounds every answer is held to: call time, body size, series tracked and kept,
+/// label length and the size of one query's evidence.
+pub mod limits {
+    pub use crate::prometheus::{
+        CUT_MARK, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K,
+        EVALUATION_TIMEOUT_MARGIN, MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS,
+        MAX_TRACKED_SERIES, RETAINED_BODY_BYTES,
+    };
+}
 #[cfg(feature = "wetech")]
-pub use wetech::{
-    Brand, BrowserConfig, BrowserIdentity, DEFAULT_CHROMIUM_ARGS, StorageState, WebDriverEndpoint,
-    WetechConfig, WetechConnector, WetechSecrets, user_agent_for,
-};
+pub use wetech::{BrowserConfig, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -6,7 +6,7 @@
 //! the same address under the same target, package, purpose and key always gives the
 //! same reference, and a model can tell that two rows name one instance (what equality
 //! reveals, and all it reveals). The header byte holds the format version (high nibble)
-//! and the address kind (low nibble, see [`crate::compact_address`]); the associated
+//! and the address kind (low nibble, see the compact address forms); the associated
 //! data bind the format tag, the header, the target, the package, the purpose and the
 //! key id. The SIV key is derived from the ring's 32-byte key with HKDF-SHA-256.
 //! An IPv4 address with its port seals to 23 bytes: 31 characters.

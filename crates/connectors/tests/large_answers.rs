@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use evidence_connectors::internal::*;
+use evidence_connectors::limits::DEFAULT_TOP_K;
 use evidence_connectors::*;
 use evidence_result::{Evidence, Failure, Provider, evidence::EvidenceWindow};
 use evidence_test_support::*;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use evidence_connectors::internal::*;
+use evidence_connectors::limits::DEFAULT_TOP_K;
 use evidence_connectors::*;
 use evidence_result::{
     Details, Digest, Evidence, Failure, FailureClass, Operation, Origin, PackageId, PolicySource,

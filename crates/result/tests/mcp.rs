@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use evidence_result::*;
 use evidence_result::mcp::*;
+use evidence_result::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -173,7 +173,7 @@ async fn long_label_values_give_a_bounded_result_naming_no_secret() {
         let evidence = details.items[0].evidence.as_ref().unwrap();
         assert_eq!(evidence.series_count, n as u64);
         assert!(
-            evidence.series[0].labels["sql"].ends_with(evidence_connectors::CUT_MARK),
+            evidence.series[0].labels["sql"].ends_with(evidence_connectors::limits::CUT_MARK),
             "{label_bytes}"
         );
         let records = audit_records(&clinic.audit());

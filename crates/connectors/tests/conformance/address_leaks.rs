@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use evidence_connectors::{ReferenceKeyRing, ReferenceScope};
+use evidence_connectors::{ReferenceKeyRing, reference::ReferenceScope};
 use evidence_result::ToolResult;
 use regex::Regex;
 use serde_json::Value;

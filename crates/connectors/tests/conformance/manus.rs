@@ -10,7 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use evidence_connectors::{
     Connector, HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, ReferenceKeyRing,
-    ReferenceScope, ResponseLimits,
+    ResponseLimits, reference::ReferenceScope,
 };
 use evidence_policy::{LockedRequest, ManusTarget, TrustedPolicy, lock};
 use evidence_result::{FailureClass, PackageId, PolicySource, Provider, Status, ToolResult};
