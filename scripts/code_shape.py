@@ -180,6 +180,20 @@ class Crate:
 
     def root_names(self):
         text = self.code[()]
+        # Items inside inline modules (`pub mod limits { ... }`) are not at the root.
+        out, i = [], 0
+        for m in re.finditer(r"\bmod\s+" + IDENT + r"\s*\{", text):
+            if m.start() < i:
+                continue
+            depth, j = 0, m.end() - 1
+            while j < len(text):
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            out.append(text[i : m.end()])
+            i = j + 1
+        text = "".join(out) + text[i:]
         names = set()
         hidden = set(m.end() for m in re.finditer(r"#\[doc\(hidden\)\]\s*", text))
         for m in re.finditer(r"pub\s+use\s+([^;]+);", text):
