@@ -12,7 +12,9 @@ use evidence_test_support as support;
 use managed_evidence::connectors::{
     ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist,
 };
-use managed_evidence::policy::{LockedItem, ScopeBinding, ScopeValue, TrustedPolicy, lock};
+use managed_evidence::policy::{
+    ScopeBinding, TrustedPolicy, lock, lock::LockedItem, lock::ScopeValue,
+};
 use managed_evidence::result::PolicySource;
 use secrecy::SecretString;
 use serde_json::json;

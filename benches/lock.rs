@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::Criterion;
-use managed_evidence::policy::{ScopeBinding, ScopeValue, TrustedPolicy, WetechArgs, lock};
+use managed_evidence::policy::{ScopeBinding, TrustedPolicy, WetechArgs, lock, lock::ScopeValue};
 use managed_evidence::result::PolicySource;
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 
 use regex::{Captures, Regex};
 
-use evidence_policy::ADDRESS_LABELS;
+use evidence_policy::addresses::ADDRESS_LABELS;
 
 use crate::ConnectorError;
 use crate::compact_address::is_host_name;
@@ -177,7 +177,7 @@ impl<'a> AddressSealer<'a> {
     }
 
     /// One label value, sanitized: sealed whole when its label always carries an
-    /// address (`evidence_policy::ADDRESS_LABELS`: `instance`, `host_ip`) or when it is
+    /// address (`evidence_policy::addresses::ADDRESS_LABELS`: `instance`, `host_ip`) or when it is
     /// an address, otherwise with embedded addresses sealed.
     fn value(&self, name: &str, value: &str) -> Result<String, ConnectorError> {
         if ADDRESS_LABELS.contains(&name) || is_address(value) {

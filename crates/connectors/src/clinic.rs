@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use evidence_policy::{
-    LockedItem, LockedQuery, LockedRequest, MAX_BATCH, PolicyField, ResolvedScope,
+    LockedRequest, ResolvedScope, lock::LockedItem, lock::LockedQuery, policy::MAX_BATCH,
+    resolved::PolicyField,
 };
 use evidence_result::{Details, Item, PackageId, Provider, ResultError, ToolResult};
 use futures::StreamExt as _;
@@ -44,7 +45,7 @@ pub struct ClinicConfig {
     pub allowlist: HostAllowlist,
     /// Body cap and time limit of each query.
     pub limits: ResponseLimits,
-    /// Queries of one batch that run at once (1 to `evidence_policy::MAX_BATCH`).
+    /// Queries of one batch that run at once (1 to `evidence_policy::policy::MAX_BATCH`).
     pub concurrency: usize,
     /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
     /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small

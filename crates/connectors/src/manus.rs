@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedQuery, LockedRequest, ManusTarget, bind_label};
+use evidence_policy::{LockedRequest, ManusTarget, lock::LockedQuery, promql::bind_label};
 use evidence_result::{
     Correction, Details, ErrorCode, Evidence, Failure, PackageId, Provider, ResultError, ToolResult,
 };
@@ -175,7 +175,7 @@ impl ManusSecrets {
 /// target (`vida` or `monica`) must have a configured base URL inside the allowlist; an
 /// `instanceRef` must open for this target and package (any failure is the one
 /// `invalid_reference`, correctable) and is bound as an exact `instance` matcher with
-/// `evidence_policy::bind_label`. Then the session bootstrap (credentials from the
+/// `evidence_policy::promql::bind_label`. Then the session bootstrap (credentials from the
 /// secrets; any failure, a 401 included, is `session_bootstrap`: the session step is
 /// shared, so the turn stops), then one `query_range` with the session header. In the
 /// result, every instance address (the `instance` label, any label value or text that is

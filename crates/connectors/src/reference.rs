@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn references_fit_the_argument_schema() {
         let sealed = ring().seal("[2001:db8::17]:10080", VIDA, 0).unwrap();
-        assert!(evidence_policy::InstanceRef::new(sealed.clone()).is_ok());
+        assert!(evidence_policy::args::InstanceRef::new(sealed.clone()).is_ok());
         let long = ring().seal(&"h".repeat(600), VIDA, 0).unwrap();
         assert!(long.len() <= MAX_REFERENCE_LEN);
         assert_eq!(ring().open(&long, VIDA, 0).unwrap(), "h".repeat(600));

@@ -10,7 +10,9 @@ use std::path::Path;
 
 use evidence_connectors::{ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist};
 use evidence_package::Package;
-use evidence_policy::{ClusterTier, LockedItem, LockedRequest, ScopeBinding, TrustedPolicy, lock};
+use evidence_policy::{
+    LockedRequest, ScopeBinding, TrustedPolicy, lock, lock::LockedItem, policy::ClusterTier,
+};
 use evidence_result::{Evidence, FailureClass, PolicySource, Status, ToolResult};
 use evidence_test_support::*;
 use secrecy::SecretString;
@@ -229,7 +231,7 @@ fn each_tier_locks_its_own_labels_and_refuses_another_tenant() {
     // A policy whose tier lacks the field it needs never validates, and a package
     // scoped by cluster alone cannot take a tiered policy.
     let cluster_only =
-        [ScopeBinding::new("cluster_id", evidence_policy::ScopeValue::ClusterId).unwrap()];
+        [ScopeBinding::new("cluster_id", evidence_policy::lock::ScopeValue::ClusterId).unwrap()];
     let r = lock(
         &keyspace_policy(ClusterTier::Starter),
         PolicySource::TrustedEnvelope,

@@ -13,7 +13,7 @@ use evidence_connectors::{
     BrowserConfig, Connector, HostAllowlist, ResponseLimits, WebDriverEndpoint, WetechConfig,
     WetechConnector, WetechSecrets,
 };
-use evidence_policy::{LockedRequest, ScopeBinding, ScopeValue, TrustedPolicy, lock};
+use evidence_policy::{LockedRequest, ScopeBinding, TrustedPolicy, lock, lock::ScopeValue};
 use evidence_result::{
     Details, Digest, FailureClass, PolicySource, RequestDigest, Status, ToolResult,
 };

@@ -17,7 +17,7 @@ use evidence_connectors::{
     BrowserConfig, Connector, HostAllowlist, ResponseLimits, WebDriverEndpoint, WetechConfig,
     WetechConnector, WetechSecrets,
 };
-use evidence_policy::{LockedRequest, ScopeBinding, ScopeValue, TrustedPolicy, lock};
+use evidence_policy::{LockedRequest, ScopeBinding, TrustedPolicy, lock, lock::ScopeValue};
 use evidence_result::{FailureClass, PolicySource, Status};
 use evidence_test_support::*;
 use secrecy::SecretString;

@@ -7,5 +7,5 @@ use serde_json::Value;
 /// the JSON Schema of `evidence_policy::ClinicArgs`, `ManusArgs` or `WetechArgs`. A
 /// package manifest's `arguments` is exactly this.
 pub fn argument_schema(provider: Provider) -> Value {
-    Value::from(evidence_policy::args_schema(provider))
+    Value::from(evidence_policy::args::args_schema(provider))
 }

@@ -7,7 +7,7 @@ use evidence_result::{Provider, QueryId, SAME_TURN_CORRECTION_RULE};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::MAX_BATCH;
+use crate::policy::MAX_BATCH;
 
 /// The longest PromQL expression accepted, in bytes.
 pub const MAX_EXPR_BYTES: usize = 4096;
@@ -418,7 +418,10 @@ mod tests {
         for provider in [Provider::Clinic, Provider::Manus, Provider::Wetech] {
             let schema = serde_json::to_string(&args_schema(provider)).unwrap();
             assert!(
-                schema.contains(&format!("{} levels of nesting", crate::MAX_PROMQL_DEPTH)),
+                schema.contains(&format!(
+                    "{} levels of nesting",
+                    crate::depth::MAX_PROMQL_DEPTH
+                )),
                 "{provider:?}"
             );
             assert!(schema.contains(&format!("At most {MAX_EXPR_BYTES} bytes")));

@@ -39,7 +39,7 @@ impl CanaryPolicy {
         PolicySource::StaticCanary
     }
 
-    /// Locks model arguments against the canary policy ([`crate::lock`]); the locked
+    /// Locks model arguments against the canary policy ([`crate::lock()`]); the locked
     /// request carries [`PolicySource::StaticCanary`].
     pub fn lock(
         &self,

@@ -6,7 +6,7 @@ use thiserror::Error;
 
 /// Everything that can go wrong with trusted policy: reading, verifying, signing and
 /// binding labels. None of these is correctable by the model, except the PromQL errors of
-/// [`crate::bind_label`], which concern a model-authored expression.
+/// [`crate::promql::bind_label`], which concern a model-authored expression.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum PolicyError {

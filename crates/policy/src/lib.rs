@@ -1,38 +1,32 @@
 #![doc = include_str!("../README.md")]
 
-mod addresses;
-mod args;
+pub mod addresses;
+pub mod args;
 mod canary;
-mod depth;
-mod envelope;
+pub mod depth;
+pub mod envelope;
 mod error;
-mod ids;
-mod keys;
-mod lock;
-mod policy;
-mod promql;
-mod resolved;
+pub mod ids;
+pub mod keys;
+pub mod lock;
+pub mod policy;
+pub mod promql;
+pub mod resolved;
 
-pub use addresses::{ADDRESS_FREE_LABELS, ADDRESS_LABELS};
-pub use args::{
-    ClinicArgs, ClinicQuery, InstanceRef, MAX_EXPR_BYTES, MAX_INSTANCE_REF_BYTES, MAX_STEP_SECONDS,
-    MAX_UNIT_CHARS, ManusArgs, Step, Unit, WetechArgs, args_schema,
-};
+// What a signer, a sandbox or an embedder starts from: the trusted policy and its
+// envelope, keys, verification, locking and the per-provider arguments, and the error.
+// The rest lives in the named modules: `args` (argument bounds and schemas), `policy`
+// (windows, limits, cluster scope), `lock` (locked parts), `envelope`, `keys`, `ids`,
+// `addresses`, `promql`, `depth` and `resolved`.
+pub use args::{ClinicArgs, ManusArgs, WetechArgs};
 pub use canary::CanaryPolicy;
-pub use depth::MAX_PROMQL_DEPTH;
-pub use envelope::{ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, SignedPolicy, verify};
+pub use envelope::{SignedPolicy, verify};
 pub use error::PolicyError;
-pub use ids::{KeyId, PolicyId, TicketKey};
-pub use keys::{KeyRing, PUBLIC_KEY_BYTES, PolicySigner, SECRET_KEY_BYTES};
-pub use lock::{
-    LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue, lock,
-};
-pub use policy::{
-    CLOCK_SKEW, ClusterScope, ClusterTier, Limits, MAX_BATCH, MAX_LOOKBACK, MAX_POINTS_PER_SERIES,
-    ManusTarget, TimeWindow, TrustedPolicy,
-};
-pub use promql::{STALENESS_LOOKBACK, bind_label};
-pub use resolved::{PolicyField, ResolvedScope};
+pub use ids::{KeyId, PolicyId};
+pub use keys::{KeyRing, PolicySigner};
+pub use lock::{LockRejection, LockedRequest, ScopeBinding, lock};
+pub use policy::{ManusTarget, TrustedPolicy};
+pub use resolved::ResolvedScope;
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -114,7 +114,7 @@ const ALLOWED_FUNCTIONS: &[&str] = &[
 /// Why an expression does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ParseError {
-    /// Nested deeper than [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH); the parser did
+    /// Nested deeper than [`MAX_PROMQL_DEPTH`](crate::depth::MAX_PROMQL_DEPTH); the parser did
     /// not run.
     #[error("{0}")]
     TooDeep(String),
@@ -126,7 +126,7 @@ pub(crate) enum ParseError {
 
 /// Parses an expression. The nesting depth is checked first, without recursion, so that
 /// neither the parser nor any later pass over the tree recurses deeper than
-/// [`MAX_PROMQL_DEPTH`](crate::MAX_PROMQL_DEPTH) levels. Never panics: a panic inside the
+/// [`MAX_PROMQL_DEPTH`](crate::depth::MAX_PROMQL_DEPTH) levels. Never panics: a panic inside the
 /// parser (it converts some out-of-range numeric durations with a panicking conversion)
 /// becomes an error. Lexer errors carry a `line:column` position, like Prometheus's own
 /// messages.
@@ -561,9 +561,9 @@ pub(crate) fn is_bindable_label(label: &str) -> bool {
 /// rewritten AST and checked to parse back to the same AST.
 ///
 /// ```
-/// let bound = evidence_policy::bind_label("rate(cpu[5m]) / on(job) up", "instance", "10.0.0.7:10080")?;
+/// let bound = evidence_policy::promql::bind_label("rate(cpu[5m]) / on(job) up", "instance", "10.0.0.7:10080")?;
 /// assert_eq!(bound, r#"rate(cpu{instance="10.0.0.7:10080"}[5m]) / on (job) up{instance="10.0.0.7:10080"}"#);
-/// assert!(evidence_policy::bind_label(r#"up{instance=~".*"}"#, "instance", "a").is_err());
+/// assert!(evidence_policy::promql::bind_label(r#"up{instance=~".*"}"#, "instance", "a").is_err());
 /// # Ok::<(), evidence_policy::PolicyError>(())
 /// ```
 pub fn bind_label(expr: &str, label: &str, value: &str) -> Result<String, PolicyError> {

@@ -6,7 +6,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{ClusterTier, ManusTarget, TrustedPolicy};
+use crate::{ManusTarget, TrustedPolicy, policy::ClusterTier};
 
 /// A field of the trusted policy's scope that a scope label is bound to or a path
 /// template placeholder names. Its snake_case name is the one spelling everywhere

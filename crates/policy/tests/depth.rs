@@ -5,7 +5,7 @@
 
 mod support;
 
-use evidence_policy::{LockedItem, MAX_PROMQL_DEPTH, lock};
+use evidence_policy::{depth::MAX_PROMQL_DEPTH, lock, lock::LockedItem};
 use evidence_result::{FailureClass, PolicySource};
 use support::*;
 
@@ -42,8 +42,8 @@ fn nested(n: usize, open: &str, inner: &str, close: &str) -> String {
 fn the_issue_inputs_are_refused_on_a_2_mib_thread() {
     let minus = format!("{}up", "-".repeat(4090));
     let parens = nested(2046, "(", "up", ")");
-    assert!(minus.len() <= evidence_policy::MAX_EXPR_BYTES);
-    assert!(parens.len() <= evidence_policy::MAX_EXPR_BYTES);
+    assert!(minus.len() <= evidence_policy::args::MAX_EXPR_BYTES);
+    assert!(parens.len() <= evidence_policy::args::MAX_EXPR_BYTES);
     assert_eq!(lock_on_small_stack(minus), "promql_too_deep");
     assert_eq!(lock_on_small_stack(parens), "promql_too_deep");
 }

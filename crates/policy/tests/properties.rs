@@ -7,7 +7,7 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use evidence_policy::{
-    KeyId, KeyRing, LockedItem, PolicySigner, SignedPolicy, TrustedPolicy, lock, verify,
+    KeyId, KeyRing, PolicySigner, SignedPolicy, TrustedPolicy, lock, lock::LockedItem, verify,
 };
 use evidence_result::{Digest, PolicySource, RequestDigest};
 use proptest::prelude::*;

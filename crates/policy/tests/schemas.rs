@@ -6,7 +6,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use evidence_policy::{ClinicArgs, ManusArgs, WetechArgs, args_schema, lock};
+use evidence_policy::{ClinicArgs, ManusArgs, WetechArgs, args::args_schema, lock};
 use evidence_result::{PolicySource, Provider, SAME_TURN_CORRECTION_RULE};
 use serde_json::{Value, json};
 use support::*;

@@ -4,7 +4,7 @@
 
 mod support;
 
-use evidence_policy::{LockedItem, bind_label, lock};
+use evidence_policy::{lock, lock::LockedItem, promql::bind_label};
 use evidence_result::{Details, FailureClass, PolicySource, Status, ToolResult};
 use serde_json::json;
 use support::*;

@@ -9,7 +9,9 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use evidence_policy::{ClusterTier, LockedItem, PolicyField, ScopeBinding, TrustedPolicy, lock};
+use evidence_policy::{
+    ScopeBinding, TrustedPolicy, lock, lock::LockedItem, policy::ClusterTier, resolved::PolicyField,
+};
 use evidence_result::{FailureClass, PolicySource};
 use promql_parser::label::MatchOp;
 use promql_parser::parser;

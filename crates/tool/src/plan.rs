@@ -4,7 +4,7 @@
 //! always recognized.
 
 use evidence_materialize::Call;
-use evidence_policy::{LockedItem, LockedRequest};
+use evidence_policy::{LockedRequest, lock::LockedItem};
 use evidence_result::{PackageId, Provider, ToolResult};
 
 /// The call of a locked request: one planned query per item, ready or rejected, with its

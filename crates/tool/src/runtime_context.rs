@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use evidence_policy::{KeyRing, MAX_ENVELOPE_BYTES, SignedPolicy};
+use evidence_policy::{KeyRing, SignedPolicy, envelope::MAX_ENVELOPE_BYTES};
 use secrecy::SecretString;
 
 use crate::context::{

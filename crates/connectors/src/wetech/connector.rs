@@ -4,7 +4,7 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use evidence_policy::{LockedQuery, LockedRequest, ResolvedScope};
+use evidence_policy::{LockedRequest, ResolvedScope, lock::LockedQuery};
 use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultError, ToolResult};
 use secrecy::SecretString;
 

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use evidence_connectors::ResponseLimits;
 use evidence_package::{GuardBuilder, GuardLimits, OutputGuard, Verdict};
 use evidence_policy::{
-    KeyId, KeyRing, LockedItem, LockedRequest, PolicySigner, ScopeBinding, ScopeValue,
-    SignedPolicy, TrustedPolicy, lock, verify,
+    KeyId, KeyRing, LockedRequest, PolicySigner, ScopeBinding, SignedPolicy, TrustedPolicy, lock,
+    lock::LockedItem, lock::ScopeValue, verify,
 };
 use evidence_result::{
     Correction, Details, Digest, ErrorCode, ErrorInfo, Evidence, FailureClass, PackageId,

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use evidence_connectors::{
     ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist, ResponseLimits,
 };
-use evidence_policy::{LockedItem, TrustedPolicy, lock};
+use evidence_policy::{TrustedPolicy, lock, lock::LockedItem};
 use evidence_result::{
     ErrorCode, FailureClass, PackageId, PolicySource, Provider, Status, ToolResult,
     evidence::EvidenceOutcome,

@@ -110,7 +110,7 @@ pub struct Limits {
     /// Largest tool output in bytes (1..=64 MiB); the output guard refuses more.
     pub max_output_bytes: u64,
     /// Largest batch per call (1 for the one-operation Manus and Wetech packages, at most
-    /// `evidence_policy::MAX_BATCH` for Clinic).
+    /// `evidence_policy::policy::MAX_BATCH` for Clinic).
     pub max_batch: u32,
 }
 

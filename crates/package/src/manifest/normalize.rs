@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use evidence_result::{Provider, SAME_TURN_CORRECTION_RULE};
 use serde_json::Value;
 
-use evidence_policy::{MAX_BATCH, ScopeBinding};
+use evidence_policy::{ScopeBinding, policy::MAX_BATCH};
 
 use super::env::check_env;
 use super::host::normalize_network;

@@ -132,7 +132,7 @@ mod tests {
             expr in proptest::prelude::any::<String>(),
             unit in proptest::option::of(proptest::prelude::any::<String>()),
             instance_ref in proptest::option::of("[ -~]{0,40}"),
-            step in 1u64..=crate::MAX_STEP_SECONDS,
+            step in 1u64..=crate::args::MAX_STEP_SECONDS,
             qid in "[A-Za-z0-9_.:-]{1,64}",
         ) {
             let p = clinic();

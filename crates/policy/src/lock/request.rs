@@ -345,7 +345,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(r.class(), FailureClass::Internal);
         assert!(!r.failure.correction.allowed);
-        let starter = ks.for_tiers([crate::ClusterTier::Starter, crate::ClusterTier::Essential]);
+        let starter = ks.for_tiers([
+            crate::policy::ClusterTier::Starter,
+            crate::policy::ClusterTier::Essential,
+        ]);
         let locked = lock(
             &p,
             PolicySource::TrustedEnvelope,
@@ -355,7 +358,7 @@ mod tests {
         .unwrap();
         assert_eq!(locked.ready().next().unwrap().expr, "up");
         let mut s = clinic();
-        s.cluster.tier = crate::ClusterTier::Starter;
+        s.cluster.tier = crate::policy::ClusterTier::Starter;
         s.cluster.keyspace_id = Some("ks-1001".to_owned());
         let locked = lock(&s, PolicySource::TrustedEnvelope, &args, &[starter]).unwrap();
         assert_eq!(
@@ -370,8 +373,8 @@ mod tests {
             json!({"label": "keyspace_id", "value": "keyspace_id", "tiers": ["starter"]}),
         )
         .unwrap();
-        assert!(parsed.applies_to(crate::ClusterTier::Starter));
-        assert!(!parsed.applies_to(crate::ClusterTier::Essential));
+        assert!(parsed.applies_to(crate::policy::ClusterTier::Starter));
+        assert!(!parsed.applies_to(crate::policy::ClusterTier::Essential));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::types::ScopeBinding;
 use crate::promql;
-use crate::{PolicyField, TrustedPolicy};
+use crate::{TrustedPolicy, resolved::PolicyField};
 
 /// The `(label, policy value)` pairs every selector of a request of `policy` is bound
 /// to, or why the package's scope labels cannot scope this policy (a message for a
@@ -68,8 +68,8 @@ pub(super) fn tier_bindings<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ClusterTier;
     use crate::lock::fixtures::clinic;
+    use crate::policy::ClusterTier;
 
     /// The committed packages' scope labels: the cluster for every tier, the keyspace
     /// for Starter and Essential, the parent for Premium.

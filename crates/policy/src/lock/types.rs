@@ -13,7 +13,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::promql;
-use crate::{ClusterTier, PolicyError, PolicyField, ResolvedScope, TrustedPolicy};
+use crate::{
+    PolicyError, ResolvedScope, TrustedPolicy, policy::ClusterTier, resolved::PolicyField,
+};
 
 /// A scope label a package declares: every vector selector must carry
 /// `label="<policy value>"`.
@@ -24,7 +26,7 @@ use crate::{ClusterTier, PolicyError, PolicyField, ResolvedScope, TrustedPolicy}
 /// ([`PolicyField::carried_by`], checked by [`ScopeBinding::check_tiers`]). When the
 /// policy's tier is one the binding applies to, the policy must have the value or
 /// locking fails closed; and a package that declares scope labels must bind every
-/// tier-specific field its policy's tier carries (see [`crate::lock`]).
+/// tier-specific field its policy's tier carries (see [`crate::lock()`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeBinding {
@@ -211,7 +213,7 @@ pub struct LockedQuery {
     /// Unit label of the values, when given.
     pub unit: Option<String>,
     /// Opaque instance reference (Manus), when given; the connector decrypts it and
-    /// binds it with [`crate::bind_label`].
+    /// binds it with [`crate::promql::bind_label`].
     pub instance_ref: Option<String>,
     /// Digest of the request.
     pub request_digest: RequestDigest,

@@ -2,7 +2,7 @@
 //! locked queries.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use evidence_policy::{LockedQuery, ScopeBinding, ScopeValue, TrustedPolicy};
+use evidence_policy::{ScopeBinding, TrustedPolicy, lock::LockedQuery, lock::ScopeValue};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{self, AtModifier, Expr, Offset};
 use serde_json::{Value, json};
