@@ -9,7 +9,8 @@ use std::path::Path;
 
 use common::{Node, contents, generator, snapshot, write};
 use opencode_workspace::{
-    FileChange, GenerateError, Mode, OpenCodeConfig, Placement, TaskSupport,
+    CheckError, FileChange, GenerateError, Mode, OpenCodeConfig, Placement, TaskSupport,
+    check_placement,
     config::config_problems_at,
     layout::{
         CATALOG_PATH, CONFIG_PATH, CONFIG_SCHEMA_URL, EVIDENCE_AGENT_OUTPUT, EVIDENCE_SCHEMA_PATH,
@@ -487,4 +488,60 @@ proptest! {
             Err(other) => prop_assert!(false, "unexpected error {other}"),
         }
     }
+}
+
+#[test]
+fn the_placement_check_reads_what_generation_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::NotGenerated { .. }), "{err:?}");
+
+    // Patterns written for another placement are what a moved workspace carries.
+    let elsewhere = Placement::new("somewhere/else").unwrap();
+    generator(TaskSupport::PromptList)
+        .write_at(&ws, &elsewhere)
+        .unwrap();
+    let err = check_placement(&ws).unwrap_err();
+    match &err {
+        CheckError::Moved {
+            recorded,
+            recorded_worktree,
+            current,
+            ..
+        } => {
+            assert_eq!(recorded, "somewhere/else");
+            assert_eq!(
+                recorded_worktree, &None,
+                "no worktree ends in somewhere/else"
+            );
+            assert_eq!(current, Placement::detect(&ws).unwrap().relative());
+        }
+        other => panic!("expected Moved, got {other:?}"),
+    }
+    assert!(err.to_string().contains("regenerate"), "{err}");
+
+    let report = generator(TaskSupport::PromptList).write(&ws).unwrap();
+    let checked = check_placement(&ws).unwrap();
+    assert_eq!(checked.placement, report.placement);
+    let recorded: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(ws.join(MANIFEST_PATH)).unwrap()).unwrap();
+    assert_eq!(
+        recorded["worktree"].as_str().map(Path::new),
+        Some(checked.worktree.path())
+    );
+
+    // A manifest of an older version records no placement.
+    let mut older = recorded.clone();
+    let object = older.as_object_mut().unwrap();
+    object.remove("worktree");
+    object.remove("placement");
+    write(&ws, MANIFEST_PATH, &older.to_string());
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::NotRecorded { .. }), "{err:?}");
+    assert!(err.to_string().contains("regenerate"), "{err}");
+
+    write(&ws, MANIFEST_PATH, "{\"generator\": \"someone else\"}");
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::Unreadable { .. }), "{err:?}");
 }

@@ -1,8 +1,10 @@
 //! Generating a workspace: the [`Generator`] renders every file from a catalog, a skills
 //! tree and the [`GenerateOptions`], and writes them idempotently and without deleting
 //! anything; the [`GenerationReport`] says what it did; a [`GenerateError`] says why
-//! nothing was written.
+//! nothing was written. [`check_placement`] tells whether a generated workspace still sits
+//! where its edit patterns point.
 
+mod check;
 mod error;
 mod files;
 mod generator;
@@ -11,6 +13,7 @@ mod options;
 mod report;
 mod write;
 
+pub use check::{CheckError, PlacementCheck, check_placement};
 pub use error::GenerateError;
 pub use generator::{GeneratedFile, Generator};
 pub use options::GenerateOptions;

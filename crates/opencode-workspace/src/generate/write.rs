@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::GenerateError;
 use super::files::{check_no_symlink, read_optional, write_atomic};
 use super::generator::Generator;
-use super::manifest::Manifest;
+use super::manifest::{Manifest, Target};
 use super::report::{FileChange, GenerationReport, Mode};
 use crate::io_error::IoError;
 use crate::layout::{
@@ -40,7 +40,9 @@ impl Generator {
     /// (its bytes match the digest recorded in `.opencode/investibook/generated.json`) and
     /// its content changes. A file that differs from what the generator last wrote is a
     /// conflict: nothing at all is written and the error lists it. `opencode.json` is
-    /// merged, not replaced. No file is ever deleted, and nothing under
+    /// merged, not replaced. The manifest records the worktree and placement the edit
+    /// patterns were written for, which [`check_placement`](super::check_placement)
+    /// compares with the worktree OpenCode would use now. No file is ever deleted, and nothing under
     /// `.opencode/skills` or `.opencode/.all-skills` is read or written.
     pub fn write_at(
         &self,
@@ -53,7 +55,15 @@ impl Generator {
         let manifest_path = root.join(MANIFEST_PATH);
         let old_manifest = Manifest::read(&manifest_path)?;
         let plan = self.plan(root, placement, &old_manifest)?;
-        let (manifest, stale) = old_manifest.next(root, self.files())?;
+        let target = Target {
+            worktree: root
+                .canonicalize()
+                .ok()
+                .and_then(|real| placement.worktree_of(&real))
+                .and_then(|worktree| worktree.to_str().map(str::to_owned)),
+            placement: placement.relative().to_owned(),
+        };
+        let (manifest, stale) = old_manifest.next(root, target, self.files())?;
         let manifest_text = manifest.to_text()?;
 
         let created_dirs = create_folders(root, &dirs)?;
