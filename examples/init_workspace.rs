@@ -17,6 +17,11 @@
 //! `--mcp-arg` and `--mcp-env` add to a server that `--mcp` registers, and naming any
 //! other server is an error.
 //!
+//! The workspace installs the transport skill `managed-evidence-tools` (rendered from the
+//! tools' own descriptions) in `.opencode/skill/`, in the `data-access` group: the evidence
+//! agent may load it, the analyst may not. Every skill the catalog names must be in the
+//! `--skills` tree or installed by the workspace; a missing one stops generation, named.
+//!
 //! Edit permissions name the files as OpenCode sees them from its worktree (the git root,
 //! or `/` outside any repository), so the workspace is generated where it will be used;
 //! after moving it, or after `git init` around it, run this again: `--check <dir>` compares
@@ -28,10 +33,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use managed_evidence::policy::{TRANSPORT_SKILL_GROUP, TRANSPORT_SKILL_NAME, transport_skill};
 use managed_evidence::workspace::detect::detect_task_support;
 use managed_evidence::workspace::{
     FileChange, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
-    TaskSupport, check_placement,
+    TaskSupport, WorkspaceSkill, check_placement,
 };
 
 const DEFAULT_SKILLS: &str = concat!(
@@ -200,7 +206,14 @@ fn options(
     args: &Args,
     support: TaskSupport,
 ) -> Result<GenerateOptions, Box<dyn std::error::Error>> {
-    let mut options = GenerateOptions::default().with_task_support(support);
+    let transport = WorkspaceSkill::new(
+        TRANSPORT_SKILL_NAME,
+        TRANSPORT_SKILL_GROUP,
+        transport_skill(),
+    )?;
+    let mut options = GenerateOptions::default()
+        .with_task_support(support)
+        .with_workspace_skill(transport);
     for (name, command) in &args.mcp {
         let mut server = McpServer::new(name.as_str(), command.as_str())?;
         for (_, arg) in args.mcp_args.iter().filter(|(n, _)| n == name) {

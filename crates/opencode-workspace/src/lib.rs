@@ -24,7 +24,7 @@ pub use config::{OpenCodeConfig, TaskSupport};
 pub use error::WorkspaceError;
 pub use generate::{
     CheckError, FileChange, GenerateError, GenerateOptions, GenerationReport, Generator, Mode,
-    check_placement,
+    WorkspaceSkill, check_placement,
 };
 pub use mcp::McpServer;
 pub use names::AgentRole;

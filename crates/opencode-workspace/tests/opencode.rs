@@ -421,7 +421,7 @@ fn generating_before_git_init_is_caught_by_the_placement_check() {
             assert_eq!(current_worktree, &Worktree::Git(ws.clone()));
             assert_eq!(current, "");
             assert_eq!(recorded, ws.to_str().unwrap().trim_start_matches('/'));
-            assert_eq!(recorded_worktree.as_deref(), Some("/"));
+            assert_eq!(recorded_worktree.as_deref(), Some(Path::new("/")));
         }
         other => panic!("expected Moved, got {other:?}"),
     }

@@ -12,6 +12,7 @@ mod lock;
 mod policy;
 mod promql;
 mod resolved;
+mod skill;
 
 pub use addresses::{ADDRESS_FREE_LABELS, ADDRESS_LABELS};
 pub use args::{
@@ -33,6 +34,7 @@ pub use policy::{
 };
 pub use promql::{STALENESS_LOOKBACK, bind_label};
 pub use resolved::{PolicyField, ResolvedScope};
+pub use skill::{TRANSPORT_SKILL_GROUP, TRANSPORT_SKILL_NAME, transport_skill};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -20,6 +20,7 @@ pub use correction::{Correction, CorrectionScope, SAME_TURN_CORRECTION_RULE};
 pub use details::{Details, ErrorInfo, Failure, Item, Origin, PolicySource, Status};
 pub use digest::{Digest, RequestDigest, canonical_json};
 pub use error::ResultError;
+pub use evidence::COMPACT_EVIDENCE_GUIDE;
 pub use evidence::{Evidence, EvidenceFormat, EvidenceOutcome, EvidenceWindow};
 pub use figure::{FIGURE_SIGNIFICANT_DIGITS, Figure};
 pub use ids::{ErrorCode, Operation, PackageId, Provider, QueryId};

@@ -51,14 +51,15 @@ pub enum CheckError {
     #[error(
         "{} was generated for the placement {recorded:?} in the OpenCode worktree {}, but OpenCode now uses the worktree {} where the workspace is {current:?}: OpenCode would deny every write of its agents; {REGENERATE}",
         .workspace.display(),
-        .recorded_worktree.as_deref().unwrap_or("(unnamed)"),
+        .recorded_worktree.as_deref().map_or_else(|| "(not recorded)".to_owned(), |p| p.display().to_string()),
         .current_worktree.path().display()
     )]
     Moved {
         /// The workspace folder.
         workspace: PathBuf,
-        /// The worktree the generation targeted, when it was recorded.
-        recorded_worktree: Option<String>,
+        /// The worktree the generation targeted, seen from where the workspace is now,
+        /// when it was recorded.
+        recorded_worktree: Option<PathBuf>,
         /// The placement the edit patterns carry (empty at the worktree root).
         recorded: String,
         /// The worktree OpenCode would use now.
@@ -87,11 +88,14 @@ pub fn check_placement(workspace: &Path) -> Result<PlacementCheck, CheckError> {
         workspace: workspace.to_path_buf(),
     })?;
     let worktree = project_worktree(workspace)?;
+    let real = workspace
+        .canonicalize()
+        .map_err(|e| IoError::new("resolve", workspace, e))?;
     let placement = Placement::detect(workspace)?;
     if placement.relative() != target.placement {
         return Err(CheckError::Moved {
             workspace: workspace.to_path_buf(),
-            recorded_worktree: target.worktree,
+            recorded_worktree: target.worktree_from(&real),
             recorded: target.placement,
             current_worktree: worktree,
             current: placement.relative().to_owned(),

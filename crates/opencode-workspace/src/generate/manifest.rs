@@ -3,7 +3,7 @@
 //! the OpenCode worktree the edit patterns were written for.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -11,6 +11,7 @@ use sha2::{Digest as _, Sha256};
 use super::error::GenerateError;
 use super::files::{check_no_symlink, is_plain_relative, read_optional};
 use super::generator::GeneratedFile;
+use crate::placement::Placement;
 
 const GENERATOR_ID: &str = "opencode-workspace";
 
@@ -27,7 +28,8 @@ pub(super) fn digest(bytes: &[u8]) -> String {
 #[serde(deny_unknown_fields)]
 pub(super) struct Manifest {
     generator: String,
-    /// The worktree the generation targeted (absolute), when it could be named.
+    /// The worktree the generation targeted, relative to the workspace (`.` or `../..`), so
+    /// that workspaces at the same placement get the same bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worktree: Option<String>,
     /// The workspace's placement in that worktree, as the edit patterns carry it
@@ -41,10 +43,35 @@ pub(super) struct Manifest {
 /// placement in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Target {
-    /// The worktree, when it could be named.
+    /// The worktree relative to the workspace (`.`, `..`, `../..`, ...), when recorded.
     pub(super) worktree: Option<String>,
     /// The placement, `/`-separated, empty at the worktree root.
     pub(super) placement: String,
+}
+
+impl Target {
+    /// The target of a workspace at `placement`: its worktree is as many folders up as
+    /// the placement has components.
+    pub(super) fn of(placement: &Placement) -> Self {
+        let relative = placement.relative();
+        let worktree = if relative.is_empty() {
+            ".".to_owned()
+        } else {
+            vec![".."; relative.split('/').count()].join("/")
+        };
+        Self {
+            worktree: Some(worktree),
+            placement: relative.to_owned(),
+        }
+    }
+
+    /// The recorded worktree as an absolute path, for a workspace whose real path is
+    /// `workspace`.
+    pub(super) fn worktree_from(&self, workspace: &Path) -> Option<PathBuf> {
+        let up = self.worktree.as_deref()?;
+        let depth = up.split('/').filter(|part| *part == "..").count();
+        workspace.ancestors().nth(depth).map(Path::to_path_buf)
+    }
 }
 
 impl Manifest {

@@ -11,6 +11,7 @@ mod generator;
 mod manifest;
 mod options;
 mod report;
+mod skill;
 mod write;
 
 pub use check::{CheckError, PlacementCheck, check_placement};
@@ -18,3 +19,4 @@ pub use error::GenerateError;
 pub use generator::{GeneratedFile, Generator};
 pub use options::GenerateOptions;
 pub use report::{FileChange, GenerationReport, Mode};
+pub use skill::WorkspaceSkill;
