@@ -5,6 +5,7 @@
 //!     [--catalog <agentkit/config/SKILL_CATALOG.md>]
 //!     [--task-tool detect|load-skills|prompt|none] [--opencode <path to opencode>]
 //!     [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...
+//! cargo run --example init_workspace -- --check <dir>
 //! ```
 //!
 //! Without `--skills` the fixture skills tree of the `opencode-workspace` crate is used;
@@ -16,19 +17,29 @@
 //! `--mcp-arg` and `--mcp-env` add to a server that `--mcp` registers, and naming any
 //! other server is an error.
 //!
+//! The workspace installs the transport skill `managed-evidence-tools` (rendered from the
+//! tools' own descriptions) in `.opencode/skill/`, in the `data-access` group: the evidence
+//! agent may load it, the analyst may not. Every skill the catalog names must be in the
+//! `--skills` tree or installed by the workspace; a missing one stops generation, named.
+//!
 //! Edit permissions name the files as OpenCode sees them from its worktree (the git root,
 //! or `/` outside any repository), so the workspace is generated where it will be used;
-//! after moving it, run this again. Running it again in place is a no-op; generated
+//! after moving it, or after `git init` around it, run this again: `--check <dir>` compares
+//! the worktree the generation recorded with the one OpenCode would use now and fails,
+//! saying to regenerate, when they differ. Running it again in place is a no-op; generated
 //! files someone edited are reported as conflicts and nothing is written.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use managed_evidence::policy::{
+    skill::TRANSPORT_SKILL_GROUP, skill::TRANSPORT_SKILL_NAME, skill::transport_skill,
+};
 use managed_evidence::workspace::detect::detect_task_support;
 use managed_evidence::workspace::{
     FileChange, GenerateOptions, Generator, McpServer, OpenCodeCli, SkillCatalog, SkillsTree,
-    TaskSupport,
+    TaskSupport, WorkspaceSkill, check_placement,
 };
 
 const DEFAULT_SKILLS: &str = concat!(
@@ -43,6 +54,8 @@ const USAGE: &str = "\
 usage: init_workspace <dir> [--skills <agentkit/skills>] [--catalog <agentkit/config/SKILL_CATALOG.md>]
          [--task-tool detect|load-skills|prompt|none] [--opencode <path>]
          [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...
+       init_workspace --check <dir>
+  --check      checks that OpenCode would use the worktree the workspace was generated for
   --skills     the skills tree (default: the fixture tree of crates/opencode-workspace)
   --catalog    the skill catalog source (default: the built-in Investibook catalog)
   --task-tool  the delegation form (default: prompt); detect asks the installed OpenCode
@@ -56,6 +69,7 @@ enum TaskTool {
 
 struct Args {
     dir: PathBuf,
+    check: bool,
     skills: PathBuf,
     catalog: Option<PathBuf>,
     task_tool: TaskTool,
@@ -90,6 +104,7 @@ fn default_opencode() -> PathBuf {
 fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     let mut args = Args {
         dir: PathBuf::new(),
+        check: false,
         skills: PathBuf::from(DEFAULT_SKILLS),
         catalog: None,
         task_tool: TaskTool::Fixed(TaskSupport::PromptList),
@@ -154,6 +169,7 @@ fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String>
                 })?;
                 args.mcp_env.push((name, key, value));
             }
+            "--check" => args.check = true,
             "-h" | "--help" => return Ok(Parsed::Help),
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
             other => return Err(format!("unexpected argument {other:?}")),
@@ -192,7 +208,14 @@ fn options(
     args: &Args,
     support: TaskSupport,
 ) -> Result<GenerateOptions, Box<dyn std::error::Error>> {
-    let mut options = GenerateOptions::default().with_task_support(support);
+    let transport = WorkspaceSkill::new(
+        TRANSPORT_SKILL_NAME,
+        TRANSPORT_SKILL_GROUP,
+        transport_skill(),
+    )?;
+    let mut options = GenerateOptions::default()
+        .with_task_support(support)
+        .with_workspace_skill(transport);
     for (name, command) in &args.mcp {
         let mut server = McpServer::new(name.as_str(), command.as_str())?;
         for (_, arg) in args.mcp_args.iter().filter(|(n, _)| n == name) {
@@ -229,7 +252,21 @@ fn task_support(args: &Args) -> Result<TaskSupport, Box<dyn std::error::Error>> 
     }
 }
 
+/// `--check`: the recorded placement is the one OpenCode would use now.
+fn check(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let checked = check_placement(&args.dir)?;
+    println!(
+        "placement holds: OpenCode uses the worktree {} and the workspace is at {} in it, as generated",
+        checked.worktree.path().display(),
+        checked.placement
+    );
+    Ok(())
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.check {
+        return check(args);
+    }
     std::fs::create_dir_all(&args.dir)?;
     let skills = SkillsTree::load(&args.skills)?;
     let catalog = match &args.catalog {

@@ -22,6 +22,9 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 dpkg -s ca-certificates >/dev/null 2>&1 || missing+=(ca-certificates)
 command -v git >/dev/null 2>&1 || missing+=(git)
+# ripgrep: OpenCode's skill tool lists a loaded skill's files with rg, and fails the load
+# without it (offline it cannot download one); crates/tool/tests/transport_skill.rs loads one.
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 # binutils' nm reads the tool binaries' symbol tables (tests/lean_binaries.rs); procps'

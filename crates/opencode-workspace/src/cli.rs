@@ -49,6 +49,16 @@ pub struct CliOutput {
     pub stderr: String,
 }
 
+/// What OpenCode's own execution of one tool call did
+/// (`opencode debug agent <agent> --tool <tool> --params <json>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolRun {
+    /// The tool ran; the output the model would read.
+    Output(String),
+    /// OpenCode refused or failed the call; its error text.
+    Failed(String),
+}
+
 /// One merged permission rule as OpenCode prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RuleReport {
@@ -227,6 +237,34 @@ impl OpenCodeCli {
                 Some((name.to_owned(), mode.to_owned()))
             })
             .collect())
+    }
+
+    /// Runs OpenCode's own `tool` as `agent` in `cwd` with the JSON arguments `params`
+    /// (`opencode debug agent <agent> --tool <tool> --params <params>`): the tool's output,
+    /// or OpenCode's error text when it refused or failed the call.
+    pub fn run_tool(
+        &self,
+        cwd: &Path,
+        agent: &str,
+        tool: &str,
+        params: &serde_json::Value,
+    ) -> Result<ToolRun, WorkspaceError> {
+        let command = format!("debug agent {agent} --tool {tool}");
+        let params = params.to_string();
+        let output = self.run(
+            cwd,
+            &["debug", "agent", agent, "--tool", tool, "--params", &params],
+        )?;
+        if !output.success {
+            return Ok(ToolRun::Failed(output.stderr));
+        }
+        let result: serde_json::Value = serde_json::from_str(&output.stdout)
+            .map_err(|e| failure(&command, format!("unexpected output ({e})")))?;
+        result
+            .pointer("/result/output")
+            .and_then(serde_json::Value::as_str)
+            .map(|text| ToolRun::Output(text.to_owned()))
+            .ok_or_else(|| failure(&command, "no result.output in its answer"))
     }
 
     /// `opencode debug agent <name>` in `cwd`, parsed.

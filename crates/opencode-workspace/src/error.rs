@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::catalog::{CatalogError, CatalogSourceError};
 use crate::config::{ConfigError, ConfigParseError};
-use crate::generate::GenerateError;
+use crate::generate::{CheckError, GenerateError};
 pub use crate::io_error::IoError;
 use crate::mcp::McpServerError;
 use crate::names::NameError;
@@ -55,6 +55,9 @@ pub enum WorkspaceError {
     /// A workspace cannot be generated or written.
     #[error(transparent)]
     Generate(#[from] GenerateError),
+    /// A generated workspace no longer sits where its edit patterns point.
+    #[error(transparent)]
+    Check(#[from] CheckError),
     /// Running the OpenCode command line failed, or its output was not understood.
     #[error("opencode {command}: {reason}")]
     OpenCode {

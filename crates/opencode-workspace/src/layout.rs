@@ -20,6 +20,10 @@ pub const ANALYST_SCHEMA_PATH: &str =
 /// Digests of the files the generator wrote, so that it can tell its own unchanged files
 /// from files someone edited.
 pub const MANIFEST_PATH: &str = ".opencode/investibook/generated.json";
+/// Where the generator installs the workspace's own skills
+/// (`.opencode/skill/<name>/SKILL.md`), a project skill folder OpenCode reads. Apart from
+/// the user's `.opencode/skills`.
+pub const WORKSPACE_SKILLS_DIR: &str = ".opencode/skill";
 /// The skill discovery folders of the existing enable/disable flow. The generator never
 /// reads, writes or deletes anything under them.
 pub const SKILL_DISCOVERY_DIRS: [&str; 2] = [".opencode/skills", ".opencode/.all-skills"];

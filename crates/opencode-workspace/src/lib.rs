@@ -22,7 +22,10 @@ pub use catalog::SkillCatalog;
 pub use cli::OpenCodeCli;
 pub use config::{OpenCodeConfig, TaskSupport};
 pub use error::WorkspaceError;
-pub use generate::{FileChange, GenerateError, GenerateOptions, GenerationReport, Generator, Mode};
+pub use generate::{
+    CheckError, FileChange, GenerateError, GenerateOptions, GenerationReport, Generator, Mode,
+    WorkspaceSkill, check_placement,
+};
 pub use mcp::McpServer;
 pub use names::AgentRole;
 pub use orchestration::Orchestration;

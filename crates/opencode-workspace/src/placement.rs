@@ -183,6 +183,20 @@ impl Placement {
         self.relative.is_empty()
     }
 
+    /// The worktree a workspace at `workspace` (absolute, resolved) has with this placement:
+    /// `workspace` without the placement's trailing components; `None` when `workspace`
+    /// does not end with them.
+    pub fn worktree_of(&self, workspace: &Path) -> Option<PathBuf> {
+        if self.relative.is_empty() {
+            return Some(workspace.to_path_buf());
+        }
+        if !workspace.ends_with(&self.relative) {
+            return None;
+        }
+        let depth = self.relative.split('/').count();
+        workspace.ancestors().nth(depth).map(Path::to_path_buf)
+    }
+
     /// The OpenCode permission pattern of a workspace-relative file: the literal path
     /// OpenCode will check.
     pub fn pattern(&self, workspace_relative: &str) -> String {
@@ -217,6 +231,20 @@ mod tests {
         for bad in ["a/*/b", "a?", "a\\b", "a/../b", "a//b", "a/\u{7}"] {
             assert!(Placement::new(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_worktree_is_the_workspace_without_its_placement() {
+        let ws = Path::new("/srv/repo/team/ws");
+        let sub = Placement::new("team/ws").unwrap();
+        assert_eq!(sub.worktree_of(ws), Some(PathBuf::from("/srv/repo")));
+        assert_eq!(
+            Placement::worktree_root().worktree_of(ws),
+            Some(ws.to_path_buf())
+        );
+        let absolute = Placement::new("srv/repo/team/ws").unwrap();
+        assert_eq!(absolute.worktree_of(ws), Some(PathBuf::from("/")));
+        assert_eq!(Placement::new("other/ws").unwrap().worktree_of(ws), None);
     }
 
     #[test]

@@ -184,6 +184,17 @@ impl SkillsTree {
         }
     }
 
+    /// The tree with one more folder `folder` holding the `SKILL.md` text `text`
+    /// (replacing a folder of that name).
+    pub(crate) fn with_text(mut self, folder: &str, text: &str) -> Self {
+        let entry = SkillEntry {
+            folder: folder.to_owned(),
+            meta: SkillMeta::parse(folder, text),
+        };
+        self.entries.insert(folder.to_owned(), entry);
+        self
+    }
+
     /// The folder the tree was read from.
     pub fn root(&self) -> &Path {
         &self.root

@@ -9,13 +9,16 @@ use std::path::Path;
 
 use common::{Node, contents, generator, snapshot, write};
 use opencode_workspace::{
-    FileChange, GenerateError, Mode, OpenCodeConfig, Placement, TaskSupport,
+    CheckError, FileChange, GenerateError, GenerateOptions, Generator, Mode, OpenCodeConfig,
+    Placement, SkillCatalog, SkillsTree, TaskSupport, WorkspaceSkill,
+    catalog::{CatalogProblem, SkillGroup},
+    check_placement,
     config::config_problems_at,
     layout::{
         CATALOG_PATH, CONFIG_PATH, CONFIG_SCHEMA_URL, EVIDENCE_AGENT_OUTPUT, EVIDENCE_SCHEMA_PATH,
         INVESTIBOOK_DIR, MANIFEST_PATH, REPORT_PATH, SKILL_DISCOVERY_DIRS,
     },
-    names::FALLBACK_AGENT,
+    names::{FALLBACK_AGENT, SkillName},
     protocol::{FALLBACK_NOTICE, FALLBACK_PROTOCOL_TITLE, PROTOCOL_TITLE},
 };
 use proptest::prelude::*;
@@ -487,4 +490,134 @@ proptest! {
             Err(other) => prop_assert!(false, "unexpected error {other}"),
         }
     }
+}
+
+#[test]
+fn the_placement_check_reads_what_generation_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::NotGenerated { .. }), "{err:?}");
+
+    // Patterns written for another placement are what a moved workspace carries.
+    let elsewhere = Placement::new("somewhere/else").unwrap();
+    generator(TaskSupport::PromptList)
+        .write_at(&ws, &elsewhere)
+        .unwrap();
+    let err = check_placement(&ws).unwrap_err();
+    match &err {
+        CheckError::Moved {
+            recorded,
+            recorded_worktree,
+            current,
+            ..
+        } => {
+            assert_eq!(recorded, "somewhere/else");
+            assert_eq!(
+                recorded_worktree.as_deref(),
+                ws.parent().and_then(Path::parent),
+                "two folders up from the workspace"
+            );
+            assert_eq!(current, Placement::detect(&ws).unwrap().relative());
+        }
+        other => panic!("expected Moved, got {other:?}"),
+    }
+    assert!(err.to_string().contains("regenerate"), "{err}");
+
+    let report = generator(TaskSupport::PromptList).write(&ws).unwrap();
+    let checked = check_placement(&ws).unwrap();
+    assert_eq!(checked.placement, report.placement);
+    let recorded: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(ws.join(MANIFEST_PATH)).unwrap()).unwrap();
+    assert_eq!(
+        ws.join(recorded["worktree"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        checked.worktree.path().canonicalize().unwrap()
+    );
+
+    // A manifest of an older version records no placement.
+    let mut older = recorded.clone();
+    let object = older.as_object_mut().unwrap();
+    object.remove("worktree");
+    object.remove("placement");
+    write(&ws, MANIFEST_PATH, &older.to_string());
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::NotRecorded { .. }), "{err:?}");
+    assert!(err.to_string().contains("regenerate"), "{err}");
+
+    write(&ws, MANIFEST_PATH, "{\"generator\": \"someone else\"}");
+    let err = check_placement(&ws).unwrap_err();
+    assert!(matches!(err, CheckError::Unreadable { .. }), "{err:?}");
+}
+
+#[test]
+fn a_required_skill_resolves_to_the_tree_or_the_workspace() {
+    let transport = "---\nname: managed-evidence-tools\ndescription: How to call the managed evidence tools.\n---\nqueryId\n";
+    let skills = SkillsTree::load(common::fixture_skills()).unwrap();
+    // A catalog whose data-access group names the transport skill.
+    let groups = common::catalog()
+        .groups()
+        .iter()
+        .map(|g| {
+            let mut names = g.skills().to_vec();
+            if g.name().as_str() == "data-access" {
+                names.push(SkillName::new("managed-evidence-tools").unwrap());
+            }
+            SkillGroup::new(g.name().clone(), g.purpose(), names)
+        })
+        .collect();
+    let catalog = SkillCatalog::new(groups).unwrap();
+    let options = GenerateOptions::default().with_task_support(TaskSupport::PromptList);
+
+    let err = Generator::new(&catalog, &skills, options.clone()).unwrap_err();
+    assert!(
+        err.catalog_problems().iter().any(|p| matches!(
+            p,
+            CatalogProblem::MissingSkill { skill, .. } if skill.as_str() == "managed-evidence-tools"
+        )),
+        "{err}"
+    );
+    assert!(err.to_string().contains("managed-evidence-tools"), "{err}");
+
+    let skill = WorkspaceSkill::new("managed-evidence-tools", "data-access", transport).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let generator = Generator::new(&catalog, &skills, options.with_workspace_skill(skill)).unwrap();
+    let report = generator.write(dir.path()).unwrap();
+    let path = ".opencode/skill/managed-evidence-tools/SKILL.md";
+    assert!(
+        report
+            .files
+            .contains(&(path.to_owned(), FileChange::Created))
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join(path)).unwrap(),
+        transport
+    );
+    assert!(generator.write(dir.path()).unwrap().is_unchanged());
+
+    let config: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.path().join(CONFIG_PATH)).unwrap()).unwrap();
+    let skill_rule = |agent: &str| config["agent"][agent]["permission"]["skill"].clone();
+    assert_eq!(
+        skill_rule("evidence-agent")["managed-evidence-tools"],
+        "allow"
+    );
+    assert_eq!(
+        skill_rule("diagnosis-analyst")["managed-evidence-tools"],
+        serde_json::Value::Null
+    );
+    assert_eq!(skill_rule("diagnosis-analyst")["*"], "deny");
+
+    // A workspace skill whose frontmatter does not name it is refused.
+    let err = WorkspaceSkill::new(
+        "managed-evidence-tools",
+        "data-access",
+        "---\nname: other\ndescription: d\n---\n",
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, GenerateError::InvalidOption { .. }),
+        "{err:?}"
+    );
 }

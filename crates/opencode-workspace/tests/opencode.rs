@@ -20,8 +20,8 @@ use std::process::{Child, Stdio};
 
 use common::{git, opencode, own_files};
 use opencode_workspace::{
-    AgentRole, GenerateOptions, Generator, McpServer, Mode, OpenCodeCli, Placement, SkillsTree,
-    TaskSupport,
+    AgentRole, CheckError, GenerateOptions, Generator, McpServer, Mode, OpenCodeCli, Placement,
+    SkillsTree, TaskSupport, check_placement,
     cli::PINNED_OPENCODE_VERSION,
     config::Action,
     detect::detect_task_support,
@@ -206,7 +206,7 @@ fn prompt_file(ws: &Path, agent: &str) -> String {
         .to_owned()
 }
 
-fn check_placement(kind: Where) {
+fn check_opencode_at(kind: Where) {
     let base = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let (ws, expected) = place(kind, base.path());
@@ -372,17 +372,71 @@ fn check_own_writes(cli: &OpenCodeCli, ws: &Path, kind: Where) {
 
 #[test]
 fn opencode_loads_and_confines_a_workspace_at_a_git_root() {
-    check_placement(Where::GitRoot);
+    check_opencode_at(Where::GitRoot);
 }
 
 #[test]
 fn opencode_loads_and_confines_a_workspace_in_a_repository_subfolder() {
-    check_placement(Where::RepoSubfolder);
+    check_opencode_at(Where::RepoSubfolder);
 }
 
 #[test]
 fn opencode_loads_and_confines_a_workspace_in_no_repository() {
-    check_placement(Where::NoRepository);
+    check_opencode_at(Where::NoRepository);
+}
+
+/// Generating before `git init`: the check holds as generated; after `git init` OpenCode
+/// moves to the new repository, refuses the evidence agent its own file, and the check
+/// fails saying to regenerate; after regenerating both hold again.
+#[test]
+fn generating_before_git_init_is_caught_by_the_placement_check() {
+    let base = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (ws, _) = place(Where::NoRepository, base.path());
+    let cli = opencode(home.path());
+    let generator = common::generator(TaskSupport::PromptList);
+    generator.write(&ws).unwrap();
+    let checked = check_placement(&ws).unwrap();
+    assert_eq!(checked.worktree, Worktree::FilesystemRoot);
+    assert_eq!(
+        worktree_opencode_reports(&cli, &ws),
+        checked.worktree.path()
+    );
+
+    git(&ws, &["init", "-q"]);
+    assert_eq!(worktree_opencode_reports(&cli, &ws), ws);
+    assert!(
+        !opencode_writes(&cli, &ws, "evidence-agent", &ws.join(EVIDENCE_AGENT_OUTPUT)),
+        "OpenCode let the evidence agent write with patterns of another worktree"
+    );
+    let err = check_placement(&ws).unwrap_err();
+    match &err {
+        CheckError::Moved {
+            current_worktree,
+            current,
+            recorded,
+            recorded_worktree,
+            ..
+        } => {
+            assert_eq!(current_worktree, &Worktree::Git(ws.clone()));
+            assert_eq!(current, "");
+            assert_eq!(recorded, ws.to_str().unwrap().trim_start_matches('/'));
+            assert_eq!(recorded_worktree.as_deref(), Some(Path::new("/")));
+        }
+        other => panic!("expected Moved, got {other:?}"),
+    }
+    assert!(err.to_string().contains("regenerate"), "{err}");
+
+    generator.write(&ws).unwrap();
+    let checked = check_placement(&ws).unwrap();
+    assert_eq!(checked.worktree, Worktree::Git(ws.clone()));
+    assert!(checked.placement.is_worktree_root());
+    assert!(opencode_writes(
+        &cli,
+        &ws,
+        "evidence-agent",
+        &ws.join(EVIDENCE_AGENT_OUTPUT)
+    ));
 }
 
 #[test]

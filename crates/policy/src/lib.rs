@@ -12,12 +12,13 @@ pub mod lock;
 pub mod policy;
 pub mod promql;
 pub mod resolved;
+pub mod skill;
 
 // What a signer, a sandbox or an embedder starts from: the trusted policy and its
 // envelope, keys, verification, locking and the per-provider arguments, and the error.
 // The rest lives in the named modules: `args` (argument bounds and schemas), `policy`
 // (windows, limits, cluster scope), `lock` (locked parts), `envelope`, `keys`, `ids`,
-// `addresses`, `promql`, `depth` and `resolved`.
+// `addresses`, `promql`, `depth`, `resolved` and `skill` (the transport skill).
 pub use args::{ClinicArgs, ManusArgs, WetechArgs};
 pub use canary::CanaryPolicy;
 pub use envelope::{SignedPolicy, verify};

@@ -17,6 +17,18 @@
 
 use std::collections::BTreeMap;
 
+/// How to read a `compact_v3` answer, in the words the transport skill gives the model.
+/// Kept beside the contract so that it changes with it.
+pub const COMPACT_EVIDENCE_GUIDE: &str = "A successful query answers with compact evidence, \
+format compact_v3. outcome is data or no_data (no_data is never a zero). Every figure has four \
+significant digits and times are whole seconds. window states the start once, and \
+peak_after_start_s is seconds after that start. common_labels holds the labels every returned \
+series shares, stated once and left out of the series rows; the kept series are a table, the \
+top_k largest by peak, and truncated says that more series were returned than kept. \
+series_count and point_count, the non-finite point counts (non_finite, absent when every \
+point is finite) and peak_spread (the spread of per-series peaks) cover every returned series, kept or not. \
+Instance addresses never appear: an instance is named by an opaque instanceRef.";
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer};
 

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use e2e::agents::{
-    self, ANALYST_MANAGED_CALL, ANALYST_REREADS_EVIDENCE, ANALYST_WRITES_EVIDENCE,
-    EVIDENCE_REREADS_ANALYSIS, EVIDENCE_WRITES_ANALYSIS, Expect, METRICS_FILE, ManagedCall,
-    SHARED_FAILURE, ToolNames,
+    self, ANALYST_LOADS_SKILL, ANALYST_MANAGED_CALL, ANALYST_REREADS_EVIDENCE,
+    ANALYST_WRITES_EVIDENCE, EVIDENCE_LOADS_SKILL, EVIDENCE_REREADS_ANALYSIS,
+    EVIDENCE_WRITES_ANALYSIS, Expect, METRICS_FILE, ManagedCall, SHARED_FAILURE, ToolNames,
 };
 use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV, NEXT_POLICY_ID, POLICY_ID};
 use e2e::orchestrator::{Protocol, required_skills};
@@ -37,7 +37,7 @@ use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, REPORT_P
 use opencode_workspace::orchestration::{ChildOutcome, Conclusion, Step};
 use opencode_workspace::outputs::{ChildFailure, DiagnosisContext};
 use opencode_workspace::protocol::INSUFFICIENT_EVIDENCE_REPLY;
-use opencode_workspace::{AgentRole, ChildOutputReader, SkillCatalog};
+use opencode_workspace::{AgentRole, ChildOutputReader};
 use serde_json::Value;
 
 const ORCHESTRATOR: &str = "diagnosis-orchestrator";
@@ -291,7 +291,7 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
 /// subagent received opens with a non-empty required-skill list, the protocol's list
 /// for that agent.
 fn check_delegation(transcript: &Transcript) {
-    let catalog = SkillCatalog::investibook().unwrap();
+    let catalog = e2e::catalog();
     for exchange in transcript.of(ORCHESTRATOR) {
         let task = exchange
             .request
@@ -369,6 +369,25 @@ fn check_tool_lists(transcript: &Transcript, deployment: &Deployment, names: &To
             );
         }
     }
+    // The transport skill loads for the evidence agent, and names queryId; the analyst's
+    // skill permission denies it.
+    let loaded = transcript.outcome(EVIDENCE_LOADS_SKILL);
+    assert!(
+        loaded
+            .output
+            .contains("<skill_content name=\"managed-evidence-tools\">"),
+        "{}",
+        loaded.output
+    );
+    assert!(loaded.output.contains("queryId"), "{}", loaded.output);
+    let denied = transcript.outcome(ANALYST_LOADS_SKILL);
+    assert!(
+        denied.output.starts_with(
+            "The user has specified a rule which prevents you from using this specific tool call"
+        ) && !denied.output.contains("<skill_content"),
+        "the analyst's skill permission did not deny the transport skill: {}",
+        denied.output
+    );
     let refused = transcript.outcome(ANALYST_MANAGED_CALL);
     assert!(
         serde_json::from_str::<Details>(&refused.output).is_err(),

@@ -29,7 +29,7 @@ pub enum CatalogProblem {
         /// The unknown group.
         group: GroupName,
     },
-    /// A referenced skill has no folder in the skills tree.
+    /// A referenced skill is neither in the skills tree nor installed by the workspace.
     MissingSkill {
         /// The group that references it.
         group: GroupName,
@@ -65,7 +65,7 @@ impl fmt::Display for CatalogProblem {
             }
             Self::MissingSkill { group, skill } => write!(
                 f,
-                "skill {skill} of group {group} does not exist in the skills tree"
+                "skill {skill} of group {group} does not exist in the skills tree or the workspace"
             ),
             Self::InvalidSkill { skill, reason } => write!(f, "skill {skill}: {reason}"),
             Self::EmptyRequiredSkills(role) => {

@@ -133,6 +133,17 @@ impl SkillCatalog {
         ])
     }
 
+    /// The catalog with `skill` added to the group `group` (when that group exists and
+    /// does not list it yet).
+    pub fn with_skill_in(mut self, group: &GroupName, skill: &SkillName) -> Self {
+        if let Some(target) = self.groups.iter_mut().find(|g| &g.name == group)
+            && !target.skills.contains(skill)
+        {
+            target.skills.push(skill.clone());
+        }
+        self
+    }
+
     /// All groups, in catalog order.
     pub fn groups(&self) -> &[SkillGroup] {
         &self.groups

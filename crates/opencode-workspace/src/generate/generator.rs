@@ -6,6 +6,7 @@ use super::error::GenerateError;
 use super::files::on_skill_path;
 use super::options::{GenerateOptions, check_options};
 use super::report::Mode;
+use super::skill::WorkspaceSkill;
 use crate::catalog::SkillCatalog;
 use crate::config::{AgentMode, AgentSpec, TaskSupport, agent_specs};
 use crate::layout::{
@@ -58,6 +59,8 @@ pub struct Generator {
     files: Vec<GeneratedFile>,
     mode: Mode,
     mcp_servers: Vec<McpServer>,
+    /// The folders of the workspace's own skills, workspace-relative.
+    skill_folders: Vec<String>,
 }
 
 impl Generator {
@@ -67,8 +70,9 @@ impl Generator {
         skills: &SkillsTree,
         options: GenerateOptions,
     ) -> Result<Self, GenerateError> {
-        catalog.validate(skills)?;
         check_options(&options)?;
+        let (catalog, skills) = &with_workspace_skills(catalog, skills, &options.workspace_skills);
+        catalog.validate(skills)?;
         let support = options.task_support;
         let specs = agent_specs(
             catalog,
@@ -77,24 +81,40 @@ impl Generator {
             &options.evidence_commands,
             &options.evidence_tools,
         );
-        let (files, mode) = render_files(catalog, skills, support)?;
+        let (mut files, mode) = render_files(catalog, skills, support)?;
         if let Some(bad) = files.iter().find(|f| on_skill_path(&f.path)) {
             return Err(GenerateError::UnsafePath {
                 path: bad.path.clone().into(),
                 reason: "it is on a skill discovery path",
             });
         }
+        files.extend(
+            options
+                .workspace_skills
+                .iter()
+                .map(|s| GeneratedFile::new(s.path(), s.text().to_owned())),
+        );
         Ok(Self {
             specs,
             files,
             mode,
             mcp_servers: options.mcp_servers,
+            skill_folders: options
+                .workspace_skills
+                .iter()
+                .map(|s| s.folder())
+                .collect(),
         })
     }
 
     /// Which configuration this generator writes.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The folders of the skills the workspace installs itself, workspace-relative.
+    pub(super) fn skill_folders(&self) -> &[String] {
+        &self.skill_folders
     }
 
     /// The files the generator owns (everything but `opencode.json`), in write order.
@@ -199,6 +219,24 @@ impl Generator {
         root.insert("mcp", Json::Object(servers));
         Ok(())
     }
+}
+
+/// The catalog with each workspace skill in its group, and the skills tree with each
+/// workspace skill's `SKILL.md`: a required skill resolves to the tree or the workspace.
+fn with_workspace_skills(
+    catalog: &SkillCatalog,
+    skills: &SkillsTree,
+    installed: &[WorkspaceSkill],
+) -> (SkillCatalog, SkillsTree) {
+    installed.iter().fold(
+        (catalog.clone(), skills.clone()),
+        |(catalog, skills), skill| {
+            (
+                catalog.with_skill_in(skill.group(), skill.name()),
+                skills.with_text(skill.name().as_str(), skill.text()),
+            )
+        },
+    )
 }
 
 /// The existing `opencode.json` cannot be merged into.

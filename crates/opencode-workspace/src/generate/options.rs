@@ -4,6 +4,7 @@
 use wildmatch::WildMatch;
 
 use super::error::GenerateError;
+use super::skill::WorkspaceSkill;
 use crate::config::{BUILTIN_PERMISSIONS, StepLimits, TaskSupport};
 use crate::mcp::McpServer;
 
@@ -28,6 +29,9 @@ pub struct GenerateOptions {
     /// package). Every tool name OpenCode derives from them (`<server>_<tool>`) must be
     /// matched by an [`evidence_tools`](Self::evidence_tools) pattern. Empty by default.
     pub mcp_servers: Vec<McpServer>,
+    /// Skills the workspace installs itself, each joining its catalog group (for example
+    /// the transport skill `managed-evidence-tools` in `data-access`). Empty by default.
+    pub workspace_skills: Vec<WorkspaceSkill>,
 }
 
 impl Default for GenerateOptions {
@@ -38,6 +42,7 @@ impl Default for GenerateOptions {
             evidence_commands: Vec::new(),
             evidence_tools: vec![DEFAULT_EVIDENCE_TOOLS.to_owned()],
             mcp_servers: Vec::new(),
+            workspace_skills: Vec::new(),
         }
     }
 }
@@ -52,6 +57,12 @@ impl GenerateOptions {
     /// Registers a local MCP server in `opencode.json`.
     pub fn with_mcp_server(mut self, server: McpServer) -> Self {
         self.mcp_servers.push(server);
+        self
+    }
+
+    /// Installs `skill` in the workspace and adds it to its catalog group.
+    pub fn with_workspace_skill(mut self, skill: WorkspaceSkill) -> Self {
+        self.workspace_skills.push(skill);
         self
     }
 

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use super::error::GenerateError;
 use super::files::{check_no_symlink, read_optional, write_atomic};
 use super::generator::Generator;
-use super::manifest::Manifest;
+use super::manifest::{Manifest, Target};
 use super::report::{FileChange, GenerationReport, Mode};
 use crate::io_error::IoError;
 use crate::layout::{
     AGENT_RUNS_DIR, AGENTS_DIR, CONFIG_PATH, EVIDENCES_DIR, INVESTIBOOK_DIR, MANIFEST_PATH,
+    WORKSPACE_SKILLS_DIR,
 };
 use crate::placement::Placement;
 
@@ -40,7 +41,9 @@ impl Generator {
     /// (its bytes match the digest recorded in `.opencode/investibook/generated.json`) and
     /// its content changes. A file that differs from what the generator last wrote is a
     /// conflict: nothing at all is written and the error lists it. `opencode.json` is
-    /// merged, not replaced. No file is ever deleted, and nothing under
+    /// merged, not replaced. The manifest records the worktree and placement the edit
+    /// patterns were written for, which [`check_placement`](super::check_placement)
+    /// compares with the worktree OpenCode would use now. No file is ever deleted, and nothing under
     /// `.opencode/skills` or `.opencode/.all-skills` is read or written.
     pub fn write_at(
         &self,
@@ -53,7 +56,8 @@ impl Generator {
         let manifest_path = root.join(MANIFEST_PATH);
         let old_manifest = Manifest::read(&manifest_path)?;
         let plan = self.plan(root, placement, &old_manifest)?;
-        let (manifest, stale) = old_manifest.next(root, self.files())?;
+        let target = Target::of(placement);
+        let (manifest, stale) = old_manifest.next(root, target, self.files())?;
         let manifest_text = manifest.to_text()?;
 
         let created_dirs = create_folders(root, &dirs)?;
@@ -71,29 +75,37 @@ impl Generator {
     }
 
     /// The folders this mode uses, parents first.
-    fn folders(&self) -> Vec<&'static str> {
+    fn folders(&self) -> Vec<String> {
         let multi = self.mode() == Mode::MultiAgent;
-        [
+        let skills = !self.skill_folders().is_empty();
+        let mut folders: Vec<String> = [
             (".opencode", true),
             (INVESTIBOOK_DIR, true),
             (AGENTS_DIR, true),
             (".opencode/investibook/schemas", multi),
             (EVIDENCES_DIR, true),
             (AGENT_RUNS_DIR, multi),
+            (WORKSPACE_SKILLS_DIR, skills),
         ]
         .into_iter()
         .filter(|(_, used)| *used)
-        .map(|(dir, _)| dir)
-        .collect()
+        .map(|(dir, _)| dir.to_owned())
+        .collect();
+        folders.extend(self.skill_folders().iter().cloned());
+        folders
     }
 
     /// Refuses to write through a symbolic link, into something that is not a folder or
     /// over something that is not a file.
-    fn check_targets(&self, root: &Path, dirs: &[&str]) -> Result<(), GenerateError> {
+    fn check_targets(&self, root: &Path, dirs: &[String]) -> Result<(), GenerateError> {
         let mut targets: Vec<&str> = self.files().iter().map(|f| f.path()).collect();
         targets.push(CONFIG_PATH);
         targets.push(MANIFEST_PATH);
-        for path in dirs.iter().chain(targets.iter()) {
+        for path in dirs
+            .iter()
+            .map(String::as_str)
+            .chain(targets.iter().copied())
+        {
             check_no_symlink(root, path)?;
         }
         for dir in dirs {
@@ -190,13 +202,13 @@ fn check_root(root: &Path) -> Result<(), GenerateError> {
 }
 
 /// Creates the missing folders; returns the ones created.
-fn create_folders(root: &Path, dirs: &[&str]) -> Result<Vec<String>, IoError> {
+fn create_folders(root: &Path, dirs: &[String]) -> Result<Vec<String>, IoError> {
     let mut created = Vec::new();
     for dir in dirs {
         let full: PathBuf = root.join(dir);
         if !full.exists() {
             fs::create_dir_all(&full).map_err(|e| IoError::new("create folder", &full, e))?;
-            created.push((*dir).to_owned());
+            created.push(dir.clone());
         }
     }
     Ok(created)

@@ -172,6 +172,22 @@ pub fn second_pass() -> Vec<ManagedCall> {
 /// What the analyst asks for on its first pass.
 pub const MEMORY_GAP: &str = "TiDB resident memory (process_resident_memory_bytes) over the window";
 
+/// The id of the evidence agent's `skill("managed-evidence-tools")` call.
+pub const EVIDENCE_LOADS_SKILL: &str = "p1_load_transport_skill";
+/// The id of the analyst's attempt to load the evidence agent's transport skill.
+pub const ANALYST_LOADS_SKILL: &str = "analyst_loads_transport_skill";
+
+/// The call loading the transport skill, with id `id`.
+fn load_transport_skill(id: &'static str) -> impl Fn(&ChatRequest) -> Reply + 'static {
+    move |_: &ChatRequest| {
+        Reply::call(
+            id,
+            "skill",
+            json!({"name": evidence_policy::skill::TRANSPORT_SKILL_NAME}),
+        )
+    }
+}
+
 /// The id of the analyst's attempt to call a managed tool.
 pub const ANALYST_MANAGED_CALL: &str = "analyst_calls_clinic";
 /// The id of the analyst's attempt to write the evidence agent's file.
@@ -292,7 +308,7 @@ pub type Hook = Arc<dyn Fn(&str) + Send + Sync>;
 /// The evidence agent: the first pass's cases, or (for a task naming pass 2) the
 /// extra pass that reuses the first pass's evidence file.
 pub fn evidence_agent(names: &ToolNames, before_call: Hook) -> impl Play + 'static {
-    let mut first = Steps::new();
+    let mut first = Steps::new().then(load_transport_skill(EVIDENCE_LOADS_SKILL));
     let calls = first_pass();
     for call in calls.iter().cloned() {
         first = first.then(managed_step(call, names, before_call.clone()));
@@ -404,6 +420,7 @@ fn read_json(request: &ChatRequest, id: &str) -> Value {
 pub fn analyst(names: &ToolNames) -> impl Play + 'static {
     let clinic = names.of(Tool::Clinic).to_owned();
     let first = Steps::new()
+        .then(load_transport_skill(ANALYST_LOADS_SKILL))
         .then(|_: &ChatRequest| {
             Reply::call(
                 "a1_read_evidence",

@@ -35,11 +35,30 @@ pub fn skills() -> SkillsTree {
 
 /// The generator of a three-agent workspace registering `servers`.
 pub fn generator(servers: &[McpServer]) -> Generator {
-    let mut options = GenerateOptions::default();
+    let mut options = GenerateOptions::default().with_workspace_skill(transport_skill());
     for server in servers {
         options = options.with_mcp_server(server.clone());
     }
     Generator::new(&SkillCatalog::investibook().unwrap(), &skills(), options).unwrap()
+}
+
+/// The transport skill the workspace installs, as `init_workspace` installs it.
+fn transport_skill() -> opencode_workspace::WorkspaceSkill {
+    opencode_workspace::WorkspaceSkill::new(
+        evidence_policy::skill::TRANSPORT_SKILL_NAME,
+        evidence_policy::skill::TRANSPORT_SKILL_GROUP,
+        evidence_policy::skill::transport_skill(),
+    )
+    .unwrap()
+}
+
+/// The catalog the generated workspace follows: the Investibook catalog with the
+/// transport skill in its group.
+pub fn catalog() -> SkillCatalog {
+    let skill = transport_skill();
+    SkillCatalog::investibook()
+        .unwrap()
+        .with_skill_in(skill.group(), skill.name())
 }
 
 /// The first line of each agent's generated prompt: what the scripted model knows the

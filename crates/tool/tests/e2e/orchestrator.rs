@@ -72,7 +72,7 @@ impl Protocol {
     /// The orchestrator of a TiDB high CPU diagnosis under the built-in catalog.
     pub fn new() -> Self {
         Self {
-            catalog: SkillCatalog::investibook().unwrap(),
+            catalog: super::catalog(),
             reader: ChildOutputReader::new().unwrap(),
             context: DiagnosisContext::default().tidb_high_cpu(),
         }
