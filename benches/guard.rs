@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use managed_evidence::package::internal::searched_forms;
-use managed_evidence::package::{GuardBuilder, GuardLimits, OutputGuard};
+use managed_evidence::package::{GuardBuilder, OutputGuard, guard::GuardLimits};
 use secrecy::SecretString;
 
 const OUTPUT_BYTES: usize = 10 * 1024 * 1024;

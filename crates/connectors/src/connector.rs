@@ -6,7 +6,7 @@ use std::net::Ipv6Addr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use evidence_package::NetworkPolicy;
+use evidence_package::manifest::NetworkPolicy;
 use evidence_policy::{LockedRequest, lock::LockedItem, lock::LockedQuery};
 use evidence_result::{
     Correction, Details, Failure, Origin, PackageId, Provider, QueryId, RequestDigest, ResultError,

@@ -5,6 +5,7 @@ use thiserror::Error;
 
 /// Everything that can go wrong in turn control and materialization.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum MaterializeError {
     /// The ticket names no call that is waiting for its result.
     #[error("no admitted call is waiting for a result under this ticket")]

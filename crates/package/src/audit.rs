@@ -71,7 +71,7 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked_secrets: Vec<String>,
     /// The storage-state values the secret binding left unguarded as page state too
-    /// short to search for (descriptions from [`crate::BindingReport::unguarded`], never
+    /// short to search for (descriptions from [`crate::secrets::BindingReport::unguarded`], never
     /// values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unguarded: Vec<String>,

@@ -1,35 +1,32 @@
 #![doc = include_str!("../README.md")]
 
-mod arguments;
+pub mod arguments;
 mod audit;
-mod catalog;
+pub mod catalog;
 mod credential;
 mod error;
-mod guard;
-mod manifest;
-mod package;
-mod profile;
+pub mod guard;
+pub mod manifest;
+pub mod package;
+pub mod profile;
 mod revision;
-mod secrets;
+pub mod secrets;
 pub mod storage_state;
 
-pub use arguments::argument_schema;
+// What a packager, a sandbox or a catalog reader starts from: the package and its
+// manifest, the secret binding, the output guard, audit records, the catalog and agent
+// profiles, revisions and the error. The rest lives in the named modules: `manifest`
+// (its parts and rules), `guard` (verdicts and limits), `catalog`, `profile`,
+// `package` (digest framing), `secrets`, `arguments` and `storage_state`.
 pub use audit::{AuditRecord, CallContext};
-pub use catalog::{CATALOG_FILE, Catalog, CatalogEntry, CatalogFile};
+pub use catalog::Catalog;
 pub use error::PackageError;
-pub use guard::{
-    BlockCause, Blocked, GuardBuilder, GuardLimits, Guarded, OutputGuard, ScanFailure, Verdict,
-    cut_at_char_boundary, searched_forms,
-};
-pub use manifest::{
-    AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
-    NetworkPolicy, NormalizedManifest, PolicyDelivery, RUNTIME_ENV_PREFIX, SecretKind, SecretSpec,
-    Template, known_identities,
-};
-pub use package::{PACKAGE_DIGEST_TAG, Package, PackageFile, PackageKind, SOURCE_DIGEST_TAG};
-pub use profile::{AgentProfile, Pin, PinnedPackage, ProfileReport, RevisionRef};
+pub use guard::{GuardBuilder, OutputGuard};
+pub use manifest::{MANIFEST_FILE, MIN_SECRET_BYTES, Manifest};
+pub use package::{Package, PackageFile, PackageKind};
+pub use profile::AgentProfile;
 pub use revision::Revision;
-pub use secrets::{BindingReport, SandboxEnv, SecretBinding, SecretValues};
+pub use secrets::{SecretBinding, SecretValues};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

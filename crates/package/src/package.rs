@@ -13,7 +13,7 @@ use evidence_result::{Digest, PackageId};
 use sha2::{Digest as _, Sha256};
 
 use crate::manifest::MANIFEST_FILE;
-use crate::{Manifest, NormalizedManifest, PackageError, Revision};
+use crate::{Manifest, PackageError, Revision, manifest::NormalizedManifest};
 
 /// The version tag that opens the digest framing of a deployable package (domain
 /// separation). Version 2: each file's content is hashed with BLAKE3-256 (version 1

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::{check_argument_schema, known_identities};
-use crate::{Catalog, NetworkPolicy, PackageError, Revision, Template};
+use crate::{Catalog, PackageError, Revision, manifest::NetworkPolicy, manifest::Template};
 
 /// An exact pin of an agent to one revision and digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -7,7 +7,10 @@ use evidence_result::{Digest, PackageId};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
-use crate::{GuardBuilder, GuardLimits, OutputGuard, Package, PackageError, Revision, SecretKind};
+use crate::{
+    GuardBuilder, OutputGuard, Package, PackageError, Revision, guard::GuardLimits,
+    manifest::SecretKind,
+};
 
 /// Secret values by secret name, as the runtime's secret store hands them over.
 #[derive(Default)]

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{files, manifest, manifest_json, package};
-use evidence_package::{AgentProfile, Catalog, Package, PackageError, Pin, Revision, RevisionRef};
+use evidence_package::{
+    AgentProfile, Catalog, Package, PackageError, Revision, profile::Pin, profile::RevisionRef,
+};
 use evidence_result::{PackageId, Provider};
 use serde_json::json;
 

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use evidence_package::{
-    AgentProfile, CATALOG_FILE, Catalog, CatalogFile, MANIFEST_FILE, Manifest, Package,
-    PackageError, PackageKind, Revision, Template, argument_schema,
+    AgentProfile, Catalog, MANIFEST_FILE, Manifest, Package, PackageError, PackageKind, Revision,
+    arguments::argument_schema, catalog::CATALOG_FILE, catalog::CatalogFile, manifest::Template,
 };
 use evidence_result::{Digest, PackageId, PolicySource, Provider};
 

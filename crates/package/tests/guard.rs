@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use evidence_package::internal::searched_forms;
-use evidence_package::{BlockCause, GuardBuilder, GuardLimits, OutputGuard, ScanFailure, Verdict};
+use evidence_package::{
+    GuardBuilder, OutputGuard, guard::BlockCause, guard::GuardLimits, guard::ScanFailure,
+    guard::Verdict,
+};
 use evidence_result::{
     Details, ErrorCode, Evidence, FailureClass, Operation, Origin, PackageId, Provider, QueryId,
     RequestDigest, ToolResult, evidence::EvidenceOutcome, series::NonFiniteCounts,

@@ -8,7 +8,7 @@ mod encodings;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use evidence_package::{GuardBuilder, Verdict};
+use evidence_package::{GuardBuilder, guard::Verdict};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use proptest::prelude::*;
 use secrecy::SecretString;

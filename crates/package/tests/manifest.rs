@@ -5,12 +5,14 @@
 mod common;
 
 use common::{manifest, manifest_json};
-use evidence_package::{Manifest, NetworkPolicy, PackageError};
+use evidence_package::{Manifest, PackageError, manifest::NetworkPolicy};
 use evidence_result::Provider;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn normalize(value: &Value) -> Result<evidence_package::NormalizedManifest, PackageError> {
+fn normalize(
+    value: &Value,
+) -> Result<evidence_package::manifest::NormalizedManifest, PackageError> {
     manifest(value).normalize()
 }
 

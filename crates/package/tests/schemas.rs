@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use evidence_package::{AgentProfile, CatalogFile, Manifest};
+use evidence_package::{AgentProfile, Manifest, catalog::CatalogFile};
 
 fn check(name: &str, schema: schemars::Schema) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

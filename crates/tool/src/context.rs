@@ -240,7 +240,9 @@ mod tests {
         let names: BTreeSet<&str> = CONTEXT_VARS.iter().map(|v| v.name).collect();
         assert_eq!(names.len(), CONTEXT_VARS.len());
         for v in CONTEXT_VARS {
-            let runtime = v.name.starts_with(evidence_package::RUNTIME_ENV_PREFIX);
+            let runtime = v
+                .name
+                .starts_with(evidence_package::manifest::RUNTIME_ENV_PREFIX);
             assert_eq!(
                 runtime,
                 matches!(v.set_by, SetBy::Runtime | SetBy::Signer),

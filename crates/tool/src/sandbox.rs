@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use evidence_materialize::TurnLimits;
 use evidence_package::{
-    AuditRecord, CallContext, Package, PolicyDelivery, SecretBinding, SecretValues,
+    AuditRecord, CallContext, Package, SecretBinding, SecretValues, manifest::PolicyDelivery,
 };
 use evidence_policy::{CanaryPolicy, TrustedPolicy};
 use evidence_result::{Operation, Origin, ToolResult};

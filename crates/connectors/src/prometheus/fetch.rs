@@ -112,7 +112,7 @@ impl RawResponse {
     /// without a character its end cuts through, with a tail that could be the start of a
     /// secret cut in two redacted too ([`Redactor::redact_cut`]).
     pub fn cut_body_digest(&self, redactor: &Redactor) -> Digest {
-        let head = evidence_package::cut_at_char_boundary(&self.body, self.body.len());
+        let head = evidence_package::guard::cut_at_char_boundary(&self.body, self.body.len());
         Digest::sha256(
             redactor
                 .redact_cut(&String::from_utf8_lossy(head))

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::LazyLock;
 
-use evidence_package::{cut_at_char_boundary, searched_forms};
+use evidence_package::{guard::cut_at_char_boundary, guard::searched_forms};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use regex::{Captures, Regex};
 use secrecy::{ExposeSecret, SecretString};

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use evidence_connectors::ResponseLimits;
-use evidence_package::{GuardBuilder, GuardLimits, OutputGuard, Verdict};
+use evidence_package::{GuardBuilder, OutputGuard, guard::GuardLimits, guard::Verdict};
 use evidence_policy::{
     KeyId, KeyRing, LockedRequest, PolicySigner, ScopeBinding, SignedPolicy, TrustedPolicy, lock,
     lock::LockedItem, lock::ScopeValue, verify,

@@ -152,7 +152,7 @@ pub struct Manifest {
     /// The package's own audit stream.
     pub audit_stream: String,
     /// The Agent-visible argument schema (JSON Schema) with the tool description, as
-    /// [`crate::argument_schema`] generates it from `evidence-policy`'s argument types.
+    /// [`crate::arguments::argument_schema`] generates it from `evidence-policy`'s argument types.
     pub arguments: Value,
 }
 

@@ -1,7 +1,7 @@
 //! Shared builders for the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use evidence_package::{Manifest, Package, PackageFile, argument_schema};
+use evidence_package::{Manifest, Package, PackageFile, arguments::argument_schema};
 use evidence_result::Provider;
 use serde_json::{Value, json};
 

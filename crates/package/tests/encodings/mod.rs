@@ -5,7 +5,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use evidence_package::{GuardBuilder, OutputGuard, Verdict};
+use evidence_package::{GuardBuilder, OutputGuard, guard::Verdict};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use proptest::prelude::*;
 use secrecy::SecretString;
