@@ -4,7 +4,7 @@
 
 /// Declares a checked string newtype.
 ///
-/// ```ignore
+/// ```text
 /// evidence_result::checked_string! {
 ///     /// A ticket key such as `APID-29213`.
 ///     #[derive(schemars::JsonSchema)]
