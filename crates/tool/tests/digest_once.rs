@@ -63,13 +63,7 @@ async fn a_server_hashes_its_package_once_and_reads_the_envelope_per_call() {
     );
     let signed = sign(dir.path(), "envelope.json", &clinic, &first);
     let audit = dir.path().join("audit.jsonl");
-    let mut env = runtime_env(&signed, &audit);
-    env.push(("CLINIC_BASE_URL", front.base_url()));
-    env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
+    let env = clinic_env(&signed, &audit, front.base_url(), TOKEN);
     let bin = entrypoint(&clinic);
     let front_requests = || front.requests().len();
 

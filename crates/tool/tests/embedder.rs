@@ -34,16 +34,25 @@ fn args() -> String {
 fn in_memory(signed: &Signed, base_url: &str, audit: &Path) -> RuntimeContext {
     let envelope =
         SignedPolicy::from_json(&std::fs::read_to_string(&signed.envelope).unwrap()).unwrap();
-    RuntimeContext::new()
+    clinic_context(base_url.to_owned())
         .with_envelope(envelope)
         .with_keys(signed.keys.parse::<KeyRing>().unwrap())
-        .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-        .with_config("CLINIC_BASE_URL", base_url)
-        .with_config(
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
-        )
         .with_audit_log(audit)
+}
+
+/// The Clinic tool's configuration and token exactly as the binary gets them
+/// ([`clinic_vars`]), held in memory.
+fn clinic_context(base_url: String) -> RuntimeContext {
+    clinic_vars(base_url, TOKEN).into_iter().fold(
+        RuntimeContext::new(),
+        |context, (name, value)| {
+            if name == "CLINIC_API_TOKEN" {
+                context.with_secret(name, SecretString::from(value))
+            } else {
+                context.with_config(name, value)
+            }
+        },
+    )
 }
 
 /// Real Prometheus with the main fixture behind the Clinic front.
@@ -79,13 +88,7 @@ async fn a_context_built_in_memory_runs_the_binary_s_call_and_fails_alike() {
     let audit = dir.path().join("audit.jsonl");
 
     // The packaged binary, with its environment.
-    let mut env = runtime_env(&signed, &audit);
-    env.push(("CLINIC_BASE_URL", front.base_url()));
-    env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
+    let env = clinic_env(&signed, &audit, front.base_url(), TOKEN);
     let bin = entrypoint(&folder);
     let (code, out, err) = tokio::task::spawn_blocking({
         let (bin, env) = (bin.clone(), env.clone());
@@ -113,14 +116,7 @@ async fn a_context_built_in_memory_runs_the_binary_s_call_and_fails_alike() {
     let cases: Vec<(&str, RuntimeContext, &str)> = vec![
         (
             "no keys",
-            RuntimeContext::new()
-                .with_envelope_file(&signed.envelope)
-                .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-                .with_config("CLINIC_BASE_URL", front.base_url())
-                .with_config(
-                    "CLINIC_QUERY_PATH_TEMPLATE",
-                    test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
-                ),
+            clinic_context(front.base_url()).with_envelope_file(&signed.envelope),
             "EVIDENCE_POLICY_KEYS",
         ),
         (
@@ -185,13 +181,7 @@ async fn a_static_canary_package_runs_without_envelope_or_keys_and_says_so() {
     let out = dir.path().join("canary-package");
     let package = build_deployable(&source, Path::new(CLINIC_TOOL), &out).unwrap();
 
-    let context = RuntimeContext::new()
-        .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-        .with_config("CLINIC_BASE_URL", front.base_url())
-        .with_config(
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
-        );
+    let context = clinic_context(front.base_url());
     let sandbox = Sandbox::<ClinicTool>::new(package, context).unwrap();
     sandbox.readiness().unwrap();
     let (result, _) = sandbox.answer(&args()).await.unwrap();
@@ -218,13 +208,7 @@ async fn a_static_canary_package_runs_without_envelope_or_keys_and_says_so() {
         &dir.path().join("expired"),
     )
     .unwrap();
-    let context = RuntimeContext::new()
-        .with_secret("CLINIC_API_TOKEN", SecretString::from(TOKEN))
-        .with_config("CLINIC_BASE_URL", front.base_url())
-        .with_config(
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE,
-        );
+    let context = clinic_context(front.base_url());
     let sandbox = Sandbox::<ClinicTool>::new(package, context).unwrap();
     let (result, _) = sandbox.answer(&args()).await.unwrap();
     assert_eq!(

@@ -78,14 +78,12 @@ impl Clinic {
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
-        let mut env = runtime_env(&self.signed, &self.audit());
-        env.push(("CLINIC_BASE_URL", self.front.base_url()));
-        env.push((
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-        ));
-        env.push(("CLINIC_API_TOKEN", self.token.to_owned()));
-        env
+        clinic_env(
+            &self.signed,
+            &self.audit(),
+            self.front.base_url(),
+            self.token,
+        )
     }
 
     /// Runs `bin` with `env` and the Clinic arguments; exit 0 and one parsed result.
@@ -217,13 +215,7 @@ async fn clinic_v2_and_v3_each_run_their_own_binary() {
         &policy("clinic", "managed_auto_oncall_clinic", json!({})),
     );
     let v2_audit = dir.join("v2-audit.jsonl");
-    let mut v2_env = runtime_env(&v2_signed, &v2_audit);
-    v2_env.push(("CLINIC_BASE_URL", clinic.front.base_url()));
-    v2_env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    v2_env.push(("CLINIC_API_TOKEN", clinic.token.to_owned()));
+    let v2_env = clinic_env(&v2_signed, &v2_audit, clinic.front.base_url(), clinic.token);
 
     // Each folder's own binary runs under its own revision and digest.
     let v2_result = clinic.call(&entrypoint(&v2), v2_env.clone()).await;

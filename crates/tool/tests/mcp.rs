@@ -234,13 +234,12 @@ async fn the_python_sdk_lists_and_calls_each_package_server_over_three_protocol_
         &policy("clinic", "managed_auto_oncall_clinic", json!({})),
     );
     let clinic_audit = clinic_dir.join("audit.jsonl");
-    let mut clinic_env = runtime_env(&clinic_signed, &clinic_audit);
-    clinic_env.push(("CLINIC_BASE_URL", clinic_front.base_url()));
-    clinic_env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    clinic_env.push(("CLINIC_API_TOKEN", clinic_token.to_owned()));
+    let clinic_env = clinic_env(
+        &clinic_signed,
+        &clinic_audit,
+        clinic_front.base_url(),
+        clinic_token,
+    );
 
     // Manus on the vida target.
     let (user, password) = ("mcp-reader", "mcp-password-0001");
@@ -760,13 +759,12 @@ fn one_server_answers_every_call_with_a_result_whatever_the_arguments() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut env = runtime_env(&signed, &audit);
-    env.push(("CLINIC_BASE_URL", format!("http://{closed}")));
-    env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    env.push(("CLINIC_API_TOKEN", "proptest-clinic-token-01".to_owned()));
+    let env = clinic_env(
+        &signed,
+        &audit,
+        format!("http://{closed}"),
+        "proptest-clinic-token-01",
+    );
     let mut wire = Wire::start_with(&entrypoint(&clinic), &env);
     let init = wire.request(
         0,
@@ -926,13 +924,12 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
         &clinic,
         &policy("clinic", "managed_auto_oncall_clinic", json!({})),
     );
-    let mut env = runtime_env(&signed, &dir.path().join("audit.jsonl"));
-    env.push(("CLINIC_BASE_URL", front.base_url()));
-    env.push((
-        "CLINIC_QUERY_PATH_TEMPLATE",
-        test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-    ));
-    env.push(("CLINIC_API_TOKEN", token.to_owned()));
+    let env = clinic_env(
+        &signed,
+        &dir.path().join("audit.jsonl"),
+        front.base_url(),
+        token,
+    );
     let bin = entrypoint(&clinic);
     let (elapsed, results) = blocking(move || {
         use std::io::BufRead as _;

@@ -62,14 +62,12 @@ impl Setup {
             envelope: envelope.to_path_buf(),
             keys: policy_keys(),
         };
-        let mut env = runtime_env(&signed, &self.dir.path().join("audit.jsonl"));
-        env.push(("CLINIC_BASE_URL", self.front.base_url()));
-        env.push((
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-        ));
-        env.push(("CLINIC_API_TOKEN", TOKEN.to_owned()));
-        env
+        clinic_env(
+            &signed,
+            &self.dir.path().join("audit.jsonl"),
+            self.front.base_url(),
+            TOKEN,
+        )
     }
 
     fn audit(&self) -> Vec<Value> {

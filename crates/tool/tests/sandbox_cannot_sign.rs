@@ -96,20 +96,15 @@ async fn no_sandbox_material_signs_a_policy_the_tool_accepts() {
     let audit = dir.path().join("audit.jsonl");
     let bin = entrypoint(&package);
     let env_with = |envelope: &Path| {
-        let mut env = runtime_env(
+        clinic_env(
             &Signed {
                 envelope: envelope.to_owned(),
                 keys: signed.keys.clone(),
             },
             &audit,
-        );
-        env.push(("CLINIC_BASE_URL", front.base_url()));
-        env.push((
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-        ));
-        env.push(("CLINIC_API_TOKEN", token.to_owned()));
-        env
+            front.base_url(),
+            token,
+        )
     };
 
     // The genuine envelope runs.

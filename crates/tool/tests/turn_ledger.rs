@@ -137,12 +137,7 @@ impl Fronts {
             runtime_env(&signed, &self.dir.path().join("clinic-audit.jsonl")),
             ledger,
         );
-        env.push(("CLINIC_BASE_URL", self.clinic_front.base_url()));
-        env.push((
-            "CLINIC_QUERY_PATH_TEMPLATE",
-            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
-        ));
-        env.push(("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned()));
+        env.extend(clinic_vars(self.clinic_front.base_url(), CLINIC_TOKEN));
         env
     }
 

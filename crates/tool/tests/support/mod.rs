@@ -235,6 +235,32 @@ pub fn runtime_env_sharing(
     ]
 }
 
+/// What the Clinic tool needs besides the runtime's variables: the base URL, the test
+/// front's query path template and the bearer token.
+pub fn clinic_vars(base_url: String, token: &str) -> [(&'static str, String); 3] {
+    [
+        ("CLINIC_BASE_URL", base_url),
+        (
+            "CLINIC_QUERY_PATH_TEMPLATE",
+            test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE.to_owned(),
+        ),
+        ("CLINIC_API_TOKEN", token.to_owned()),
+    ]
+}
+
+/// The whole environment of a Clinic tool against `base_url`: [`runtime_env`] and
+/// [`clinic_vars`].
+pub fn clinic_env(
+    signed: &Signed,
+    audit: &Path,
+    base_url: String,
+    token: &str,
+) -> Vec<(&'static str, String)> {
+    let mut env = runtime_env(signed, audit);
+    env.extend(clinic_vars(base_url, token));
+    env
+}
+
 /// A new, empty turn-ledger directory under `dir`.
 pub fn new_ledger(dir: &Path) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
