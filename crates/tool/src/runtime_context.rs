@@ -34,17 +34,47 @@ pub(crate) enum Supplied<T> {
     Given(T),
 }
 
+/// Applies the one rule to a raw variable: unset or empty is missing, not UTF-8 is
+/// invalid.
+fn from_raw(raw: Option<OsString>) -> Supplied<String> {
+    match raw.map(OsString::into_string) {
+        None => Supplied::Missing,
+        Some(Ok(text)) => {
+            let empty = text.is_empty();
+            Supplied::given(text, empty)
+        }
+        Some(Err(_)) => Supplied::Invalid("it is not UTF-8 text".to_owned()),
+    }
+}
+
+/// A path given in memory, under the same rule (an empty path is missing).
+fn given_path(path: PathBuf) -> Supplied<PathBuf> {
+    let empty = path.as_os_str().is_empty();
+    Supplied::given(path, empty)
+}
+
+/// A path the runtime names (the envelope file, the ledger directory): it must be
+/// absolute, since the sandbox's working folder is nobody's promise.
+fn absolute(path: PathBuf) -> Result<PathBuf, String> {
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err("it must name an absolute path".to_owned())
+    }
+}
+
+/// The envelope file a sandbox reads at each call.
+fn envelope_file(path: PathBuf) -> Result<EnvelopeSource, String> {
+    absolute(path).map(EnvelopeSource::File)
+}
+
 impl<T> Supplied<T> {
-    /// Applies the one rule to a raw value: unset or empty is missing, not UTF-8 is
-    /// invalid.
-    fn from_raw(raw: Option<OsString>) -> Supplied<String> {
-        match raw {
-            None => Supplied::Missing,
-            Some(raw) if raw.is_empty() => Supplied::Missing,
-            Some(raw) => match raw.into_string() {
-                Ok(text) => Supplied::Given(text),
-                Err(_) => Supplied::Invalid("it is not UTF-8 text".to_owned()),
-            },
+    /// The one rule for a value that is there: empty is missing.
+    fn given(value: T, empty: bool) -> Self {
+        if empty {
+            Supplied::Missing
+        } else {
+            Supplied::Given(value)
         }
     }
 
@@ -156,16 +186,9 @@ impl RuntimeContext {
     /// `tool` reads. `EVIDENCE_TRUSTED_CONTEXT` must name an absolute path; the file it
     /// names is read at each call, since the runtime rewrites it per request.
     pub fn from_env(tool: Tool) -> Self {
-        let read = |name: &str| Supplied::<String>::from_raw(std::env::var_os(name));
+        let read = |name: &str| from_raw(std::env::var_os(name));
         let mut context = RuntimeContext::new();
-        context.envelope = read(TRUSTED_CONTEXT_ENV).and_then(|path| {
-            let path = PathBuf::from(path);
-            if path.is_absolute() {
-                Ok(EnvelopeSource::File(path))
-            } else {
-                Err("it must name an absolute path".to_owned())
-            }
-        });
+        context.envelope = read(TRUSTED_CONTEXT_ENV).and_then(|path| envelope_file(path.into()));
         context.keys = read(POLICY_KEYS_ENV).and_then(|text| parse_keys(&text));
         context.signing_key_present = std::env::var_os(SIGNING_KEY_ENV).is_some();
         if let Supplied::Given(path) = read(AUDIT_LOG_ENV) {
@@ -189,7 +212,7 @@ impl RuntimeContext {
     /// package's auth binding injects), under the same rule.
     pub(crate) fn read_secrets_from_env<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         for name in names {
-            let value = Supplied::<String>::from_raw(std::env::var_os(name));
+            let value = from_raw(std::env::var_os(name));
             self.secrets
                 .insert(name.to_owned(), value.and_then(|v| Ok(v.into())));
         }
@@ -210,14 +233,7 @@ impl RuntimeContext {
     /// With the envelope read from `path` at each call (what `EVIDENCE_TRUSTED_CONTEXT`
     /// names in a sandbox); a relative path is invalid.
     pub fn with_envelope_file(mut self, path: impl Into<PathBuf>) -> Self {
-        let path = path.into();
-        self.envelope = if path.as_os_str().is_empty() {
-            Supplied::Missing
-        } else if path.is_absolute() {
-            Supplied::Given(EnvelopeSource::File(path))
-        } else {
-            Supplied::Invalid("it must name an absolute path".to_owned())
-        };
+        self.envelope = given_path(path.into()).and_then(envelope_file);
         self
     }
 
@@ -230,12 +246,9 @@ impl RuntimeContext {
     /// With the secret a sandbox would find in the variable `name` (for example
     /// `CLINIC_API_TOKEN`). An empty value is missing.
     pub fn with_secret(mut self, name: &str, value: SecretString) -> Self {
-        let supplied = if secrecy::ExposeSecret::expose_secret(&value).is_empty() {
-            Supplied::Missing
-        } else {
-            Supplied::Given(value)
-        };
-        self.secrets.insert(name.to_owned(), supplied);
+        let empty = secrecy::ExposeSecret::expose_secret(&value).is_empty();
+        self.secrets
+            .insert(name.to_owned(), Supplied::given(value, empty));
         self
     }
 
@@ -243,12 +256,9 @@ impl RuntimeContext {
     /// (for example `CLINIC_BASE_URL`). An empty value is missing.
     pub fn with_config(mut self, name: &str, value: impl Into<String>) -> Self {
         let value: String = value.into();
-        let supplied = if value.is_empty() {
-            Supplied::Missing
-        } else {
-            Supplied::Given(value)
-        };
-        self.config.insert(name.to_owned(), supplied);
+        let empty = value.is_empty();
+        self.config
+            .insert(name.to_owned(), Supplied::given(value, empty));
         self
     }
 
@@ -263,15 +273,7 @@ impl RuntimeContext {
     /// ledger holds for its policy's `policy_id`, whichever process made them. A
     /// relative path is invalid.
     pub fn with_turn_ledger(mut self, dir: impl Into<PathBuf>) -> Self {
-        let dir: PathBuf = dir.into();
-        self.turn_ledger = if dir.as_os_str().is_empty() {
-            Supplied::Missing
-        } else {
-            match ledger_dir(dir) {
-                Ok(ledger) => Supplied::Given(ledger),
-                Err(why) => Supplied::Invalid(why),
-            }
-        };
+        self.turn_ledger = given_path(dir.into()).and_then(ledger_dir);
         self
     }
 
@@ -358,11 +360,7 @@ impl RuntimeContext {
 }
 
 fn ledger_dir(path: PathBuf) -> Result<TurnLedger, String> {
-    if path.is_absolute() {
-        Ok(TurnLedger::new(path))
-    } else {
-        Err("it must name an absolute path".to_owned())
-    }
+    absolute(path).map(TurnLedger::new)
 }
 
 fn parse_keys(text: &str) -> Result<KeyRing, String> {
@@ -410,14 +408,8 @@ mod tests {
 
     #[test]
     fn one_rule_for_missing_and_invalid() {
-        assert!(matches!(
-            Supplied::<String>::from_raw(None),
-            Supplied::Missing
-        ));
-        assert!(matches!(
-            Supplied::<String>::from_raw(Some(OsString::new())),
-            Supplied::Missing
-        ));
+        assert!(matches!(from_raw(None), Supplied::Missing));
+        assert!(matches!(from_raw(Some(OsString::new())), Supplied::Missing));
         let context = RuntimeContext::new();
         assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextMissing);
         assert_eq!(kind(context.envelope()), RuntimeFailureKind::ContextMissing);
@@ -429,8 +421,7 @@ mod tests {
         context.keys =
             Supplied::<String>::Given("not a ring".to_owned()).and_then(|t| parse_keys(&t));
         assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextInvalid);
-        context.keys =
-            Supplied::<String>::from_raw(Some(OsString::new())).and_then(|t| parse_keys(&t));
+        context.keys = from_raw(Some(OsString::new())).and_then(|t| parse_keys(&t));
         assert_eq!(kind(context.keys()), RuntimeFailureKind::ContextMissing);
         let context = RuntimeContext::new().with_config("CLINIC_BASE_URL", "");
         assert!(matches!(
