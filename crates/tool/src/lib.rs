@@ -11,6 +11,7 @@ mod ledger;
 pub mod mcp;
 pub mod output;
 pub mod plan;
+pub mod rollout;
 mod runtime;
 mod runtime_context;
 mod sandbox;
@@ -21,8 +22,8 @@ mod tools;
 // What an embedder starts from: the runtime context and the sandbox that runs calls
 // under it, the tools, the one call path and its errors. The rest lives in the named
 // modules: `context` (the variables a sandbox reads), `mcp` (the package servers),
-// `deploy` (deployable folders), `plan` (turn plans) and `output` (result and audit
-// writing).
+// `deploy` (deployable folders), `plan` (turn plans), `output` (result and audit
+// writing) and `rollout` (the rollout canary).
 pub use binary::run_tool_binary;
 pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
 pub use deploy::build_deployable;
