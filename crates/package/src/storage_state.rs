@@ -2,7 +2,9 @@
 //! secret binding and the Wetech connector both parse it into, and the one rule for the
 //! values it protects, each with its role: a credential (it must be long enough to guard, or the state is
 //! refused), page state (guarded when long enough, otherwise left unguarded and listed)
-//! or a segment of a JWT-looking value (the whole token is guarded anyway).
+//! or a segment of a JWT-looking value (the whole token is guarded anyway). `rule` decides
+//! what the output guard does with each derived value and when a state is refused;
+//! `check` reports that, value by value and never quoting one, before a state is rotated in.
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -11,6 +13,11 @@ use zeroize::Zeroizing;
 
 use crate::PackageError;
 use crate::credential::{describes_credential, names_credential};
+
+mod check;
+pub(crate) mod rule;
+
+pub use check::{CheckedValue, StateVerdict, StorageStateReport, ValueSource, ValueVerdict, check};
 
 /// A browser storage state (Playwright `storageState` JSON), parsed once for every use:
 /// the secret binding derives from it the values the output guard protects
@@ -186,7 +193,7 @@ impl StorageState {
     pub fn protected_values(&self, name: &str) -> Result<Vec<SecretString>, PackageError> {
         Ok(derive_from(name, self)?
             .into_iter()
-            .filter(|d| d.value.len() >= crate::MIN_SECRET_BYTES)
+            .filter(|d| matches!(rule::treatment(d), rule::Treatment::Guarded))
             // A value that is not UTF-8 (a percent-decoding of other bytes) never
             // appears in text as itself; the guard searches its encodings.
             .filter_map(|d| {
@@ -216,6 +223,17 @@ pub(crate) struct DerivedValue {
     pub(crate) what: String,
     pub(crate) value: Zeroizing<Vec<u8>>,
     pub(crate) role: Role,
+}
+
+/// How the derived values of `cookie` are described (they start so): its name.
+fn cookie_what(cookie: &Cookie) -> String {
+    format!("cookie `{}`", cookie.name)
+}
+
+/// How the derived values of a localStorage entry are described (they start so): its key
+/// and origin.
+fn local_storage_what(origin: &OriginState, entry: &LocalStorageEntry) -> String {
+    format!("localStorage `{}` of {}", entry.name, origin.origin)
 }
 
 /// Why a cookie is a credential, if it is one.
@@ -260,36 +278,11 @@ fn derive_from(name: &str, state: &StorageState) -> Result<Vec<DerivedValue>, Pa
         out: Vec::new(),
     };
     for cookie in &state.cookies {
-        let what = format!("cookie `{}`", cookie.name);
-        let role = cookie_role(cookie);
-        let named = names_credential(&cookie.name);
-        let value = cookie.value.expose_secret().as_bytes();
-        derive.entry(&what, value, role, named, 0)?;
-        let decoded: Zeroizing<Vec<u8>> =
-            Zeroizing::new(percent_encoding::percent_decode(value).collect());
-        if decoded.as_slice() != value {
-            derive.entry(
-                &format!("{what} (percent-decoded)"),
-                &decoded,
-                role,
-                named,
-                0,
-            )?;
-        }
+        derive.cookie(cookie)?;
     }
     for origin in &state.origins {
         for entry in &origin.local_storage {
-            let what = format!("localStorage `{}` of {}", entry.name, origin.origin);
-            let value = entry.value.expose_secret().as_bytes();
-            let named = names_credential(&entry.name);
-            let role = if named {
-                Role::Credential("a localStorage entry named like a credential")
-            } else if jwt_segments(value).is_some() {
-                Role::Credential("a JWT")
-            } else {
-                Role::Data
-            };
-            derive.entry(&what, value, role, named, 0)?;
+            derive.local_storage(origin, entry)?;
         }
     }
     Ok(derive.out)
@@ -323,6 +316,47 @@ struct Derivation<'n> {
 }
 
 impl Derivation<'_> {
+    /// The values of one cookie: its value as stored and, when it differs,
+    /// percent-decoded, each with its leaves.
+    fn cookie(&mut self, cookie: &Cookie) -> Result<(), PackageError> {
+        let what = cookie_what(cookie);
+        let role = cookie_role(cookie);
+        let named = names_credential(&cookie.name);
+        let value = cookie.value.expose_secret().as_bytes();
+        self.entry(&what, value, role, named, 0)?;
+        let decoded: Zeroizing<Vec<u8>> =
+            Zeroizing::new(percent_encoding::percent_decode(value).collect());
+        if decoded.as_slice() != value {
+            self.entry(
+                &format!("{what} (percent-decoded)"),
+                &decoded,
+                role,
+                named,
+                0,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The values of one localStorage entry of `origin`: its value whole, with its leaves.
+    fn local_storage(
+        &mut self,
+        origin: &OriginState,
+        entry: &LocalStorageEntry,
+    ) -> Result<(), PackageError> {
+        let what = local_storage_what(origin, entry);
+        let value = entry.value.expose_secret().as_bytes();
+        let named = names_credential(&entry.name);
+        let role = if named {
+            Role::Credential("a localStorage entry named like a credential")
+        } else if jwt_segments(value).is_some() {
+            Role::Credential("a JWT")
+        } else {
+            Role::Data
+        };
+        self.entry(&what, value, role, named, 0)
+    }
+
     /// One value (a cookie or localStorage value, or a text leaf of JSON) with `role`,
     /// and, when it is JSON, its leaves; `named` tells whether a name above it names a
     /// credential.

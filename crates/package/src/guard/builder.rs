@@ -16,7 +16,8 @@ use super::prefilter::Prefilter;
 use super::scan::OutputGuard;
 use crate::PackageError;
 use crate::manifest::MIN_SECRET_BYTES;
-use crate::storage_state::{Role, derive_values, jwt_segments};
+use crate::storage_state::rule::{Refusal, Treatment, refusal, treatment};
+use crate::storage_state::{derive_values, jwt_segments};
 
 /// Longest searched form; longer forms are searched by this prefix.
 const MAX_NEEDLE: usize = 64;
@@ -91,36 +92,30 @@ impl GuardBuilder {
         state: &SecretString,
     ) -> Result<(), PackageError> {
         let derived = derive_values(name, state.expose_secret())?;
-        let mut credentials = 0usize;
-        for d in &derived {
-            if let Role::Credential(why) = d.role {
-                credentials += 1;
-                if d.value.len() < MIN_SECRET_BYTES {
-                    return Err(PackageError::SecretTooShort {
-                        name: name.to_owned(),
-                        what: format!("{} ({why})", d.what),
-                        min: MIN_SECRET_BYTES,
-                    });
-                }
+        match refusal(&derived) {
+            Some(Refusal::TooShort { what, why }) => {
+                return Err(PackageError::SecretTooShort {
+                    name: name.to_owned(),
+                    what: format!("{what} ({why})"),
+                    min: MIN_SECRET_BYTES,
+                });
             }
-        }
-        if credentials == 0 {
-            return Err(PackageError::StorageStateWithoutCredential {
-                name: name.to_owned(),
-            });
+            Some(Refusal::NoCredential) => {
+                return Err(PackageError::StorageStateWithoutCredential {
+                    name: name.to_owned(),
+                });
+            }
+            None => {}
         }
         for d in derived {
             let label = format!("{name}: {}", d.what);
-            if d.value.len() >= MIN_SECRET_BYTES {
-                self.values.push((label, d.value));
-            } else {
-                let why = match d.role {
-                    Role::Segment => "a segment of a guarded JWT",
-                    Role::Data | Role::Credential(_) => "page state",
-                };
-                self.unguarded.push(format!(
+            match treatment(&d) {
+                Treatment::Unguarded(why) => self.unguarded.push(format!(
                     "{label} ({why}, shorter than {MIN_SECRET_BYTES} bytes)"
-                ));
+                )),
+                // A refused value never gets here (the state is refused above); were it
+                // to, guarding it is the safe side.
+                Treatment::Guarded | Treatment::Refused(_) => self.values.push((label, d.value)),
             }
         }
         Ok(())

@@ -1,36 +1,58 @@
 //! The packaging command: builds a deployable package folder from a package's reviewable
 //! source and the tool binary, and prints its identity, revision and digest (the digest
-//! that secrets bind to and `sign-policy --package-dir` signs).
+//! that secrets bind to and `sign-policy --package-dir` signs). Its second command checks
+//! a browser storage state (the Wetech secret `WETECH_STORAGE_STATE`) before it is
+//! rotated in.
 //!
 //! ```text
 //! package-tool --source packages/managed_auto_oncall_clinic/v3 --out DIR [--binary PATH]
+//! package-tool check-storage-state [--json] FILE
 //! ```
 //!
 //! Without `--binary`, the tool binary named like the entrypoint's file (`clinic-tool`)
 //! next to this command is used (`cargo build --release -p evidence-tool` builds them
 //! side by side).
+//!
+//! `check-storage-state` reads Playwright `storageState` JSON from FILE (`-` for stdin)
+//! and prints, for every cookie, localStorage entry and value derived from them (JSON
+//! leaves, JWT segments), whether the output guard will cover it, leave it unguarded as
+//! short page state, or refuse the state, and why; never a value. A text table by
+//! default, JSON with `--json`. Exit status: 0 when the secret binding would accept the
+//! state, 1 when it would refuse it, 2 on a usage error, an unreadable file or text that
+//! is not `storageState` JSON.
 
 use std::error::Error;
+use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-const USAGE: &str = "usage: package-tool --source DIR --out DIR [--binary PATH]";
+use secrecy::SecretString;
 
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+const USAGE: &str = "usage: package-tool --source DIR --out DIR [--binary PATH]
+       package-tool check-storage-state [--json] FILE   (FILE `-` reads stdin)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("check-storage-state") => check_storage_state(&args[1..]),
+        _ => package(args).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("package-tool: {e}");
             eprintln!("{USAGE}");
-            std::process::ExitCode::from(2)
+            ExitCode::from(2)
         }
     }
 }
 
-fn run() -> Result<(), Box<dyn Error>> {
+/// `package-tool --source DIR --out DIR [--binary PATH]`.
+fn package(args: Vec<String>) -> Result<(), Box<dyn Error>> {
     let mut source: Option<PathBuf> = None;
     let mut out: Option<PathBuf> = None;
     let mut binary: Option<PathBuf> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
@@ -59,4 +81,58 @@ fn run() -> Result<(), Box<dyn Error>> {
     });
     println!("{summary}");
     Ok(())
+}
+
+/// `package-tool check-storage-state [--json] FILE`: 0 accepted, 1 refused.
+fn check_storage_state(args: &[String]) -> Result<ExitCode, Box<dyn Error>> {
+    let mut json = false;
+    let mut file: Option<&str> = None;
+    for arg in args {
+        match arg.as_str() {
+            "--json" => json = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            "-" => file = set_once(file, "-")?,
+            other if other.starts_with('-') => {
+                return Err(format!("unknown argument {other:?}").into());
+            }
+            other => file = set_once(file, other)?,
+        }
+    }
+    let file = file.ok_or("check-storage-state needs a FILE (`-` for stdin)")?;
+    let (name, text) = if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        ("stdin", text)
+    } else {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+        (file, text)
+    };
+    let report = evidence_package::storage_state::check(name, &SecretString::from(text))?;
+    let printed = if json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
+    } else {
+        report.to_string()
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(printed.as_bytes())
+        .map_err(|e| format!("cannot write the report: {e}"))?;
+    Ok(if report.accepted() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `arg` as the one FILE, or an error when a FILE was given already.
+fn set_once<'a>(file: Option<&'a str>, arg: &'a str) -> Result<Option<&'a str>, String> {
+    match file {
+        Some(_) => Err("check-storage-state takes one FILE".to_owned()),
+        None => Ok(Some(arg)),
+    }
 }
