@@ -27,10 +27,11 @@ use session::{CHROMIUM, CURL, PROMETHEUS, ROOT};
 const README: &str = include_str!("../../README.md");
 
 /// The sessions of the README, each run by one test below.
-const SESSIONS: [&str; 3] = ["first-hour", "clinic-demo", "opencode-config"];
+const SESSIONS: [&str; 4] = ["first-hour", "clinic-demo", "opencode-config", "cutover"];
 
 /// The commands whose usage the README shows, each in a `text usage=NAME` block.
-const PROGRAMS: [&str; 7] = [
+const PROGRAMS: [&str; 8] = [
+    "canary",
     "clinic-tool",
     "manus-tool",
     "wetech-tool",
@@ -208,6 +209,88 @@ fn clinic_demo() {
             ],
         );
     }
+}
+
+/// The cutover runbook: the canary against the local test fronts (every provider
+/// verified, then the Clinic API unreachable), and every rotation step, the policy
+/// signing key, the Manus reference key ring, a provider credential and the Wetech
+/// storage state, with the alert counts over the audit records they left.
+#[test]
+fn cutover() {
+    for program in PROMETHEUS.into_iter().chain(CHROMIUM) {
+        session::require(program);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _slot = runtime.block_on(evidence_test_support::BrowserSlot::acquire());
+    run_session("cutover", &[]);
+}
+
+/// The runbook's ownership table names every secret of every committed package, with
+/// its variable and the auth binding of its own package, and the policy keys with the
+/// variable the tools read them from.
+#[test]
+fn ownership_table_names_every_secret() {
+    let start = README
+        .find("### Ownership")
+        .expect("the README has an Ownership section");
+    let table: Vec<&str> = README[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let packages = Path::new(ROOT).join("packages");
+    let mut checked = 0;
+    for identity in std::fs::read_dir(&packages).unwrap() {
+        let identity = identity.unwrap().path();
+        if !identity.is_dir() {
+            continue;
+        }
+        for revision in std::fs::read_dir(&identity).unwrap() {
+            let manifest = revision.unwrap().path().join("manifest.json");
+            let manifest: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+            let owner = format!(
+                "Agent9 auth binding of `{}`",
+                manifest["identity"].as_str().unwrap()
+            );
+            for secret in manifest["auth"]["secrets"].as_array().unwrap() {
+                let (name, env) = (
+                    secret["name"].as_str().unwrap(),
+                    secret["env"].as_str().unwrap(),
+                );
+                assert!(
+                    table.iter().any(|row| row.contains(&format!("`{name}`"))
+                        && row.contains(&format!("`{env}`"))
+                        && row.contains(&owner)),
+                    "the ownership table has no row for {name} ({env}) owned by the {owner}"
+                );
+                assert!(
+                    evidence_tool::context::CONTEXT_VARS
+                        .iter()
+                        .any(|v| v.name == env),
+                    "{env} is not a runtime-context variable"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 5, "every package's secrets are checked");
+    let keys = evidence_tool::context::POLICY_KEYS_ENV;
+    assert!(
+        table
+            .iter()
+            .any(|row| row.contains(&format!("`{keys}`")) && row.contains("| Auto-oncall |")),
+        "the policy verification keys row names {keys}"
+    );
+    assert!(
+        table
+            .iter()
+            .any(|row| row.starts_with("| policy signing key") && row.contains("| Auto-oncall |")),
+        "Auto-oncall owns the policy signing key"
+    );
 }
 
 /// The OpenCode registration of the three servers: the configuration the README shows

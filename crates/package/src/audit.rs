@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use evidence_result::{
-    Digest, FailureClass, PackageId, QueryId, RequestDigest, Status, ToolResult,
+    Digest, ErrorCode, FailureClass, PackageId, QueryId, RequestDigest, Status, ToolResult,
 };
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -61,6 +61,11 @@ pub struct AuditRecord {
     pub status: Status,
     /// The failure class of a failed call.
     pub failure_class: Option<FailureClass>,
+    /// The error codes of a failed call: its own, or each failed batch item's, in order
+    /// (fixed identifiers such as `policy_verification_failed` or `turn_stopped`, never
+    /// provider text); what an alert matches on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_codes: Vec<ErrorCode>,
     /// Duration in milliseconds.
     pub duration_ms: u64,
     /// Output size in bytes.
@@ -160,6 +165,12 @@ impl AuditRecord {
             query_ids.push(item.query_id.clone());
             request_digests.extend(item.request_digest);
         }
+        let error_codes: Vec<ErrorCode> = details
+            .error
+            .iter()
+            .chain(details.items.iter().filter_map(|i| i.error.as_ref()))
+            .map(|e| e.code.clone())
+            .collect();
         let failure_class = details.failure_class().or_else(|| {
             details
                 .items
@@ -178,6 +189,7 @@ impl AuditRecord {
             request_digests,
             status: details.status,
             failure_class,
+            error_codes,
             duration_ms: u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
             output_bytes: call.output_bytes,
             blocked: details.failure_class() == Some(FailureClass::OutputBlocked),
@@ -209,6 +221,7 @@ impl AuditRecord {
             request_digests: Vec::new(),
             status: Status::Error,
             failure_class: None,
+            error_codes: Vec::new(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             output_bytes: 0,
             blocked: false,

@@ -68,6 +68,11 @@ fn a_record_carries_the_documented_fields() {
     assert_eq!(v["request_digests"], json!([digest.to_string()]));
     assert_eq!(v["status"], "error");
     assert_eq!(v["failure_class"], "query_rejected");
+    assert_eq!(
+        v["error_codes"],
+        json!(["clinic_http_422"]),
+        "the failed item's code, what an alert matches on"
+    );
     assert_eq!(v["duration_ms"], 1234);
     assert_eq!(v["output_bytes"], 321);
     assert_eq!(v["blocked"], false);
