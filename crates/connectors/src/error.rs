@@ -73,7 +73,7 @@ pub enum ConnectorError {
     Result(#[from] evidence_result::ResultError),
     /// The package layer refused (secret binding, output guard, audit record).
     #[error("package: {0}")]
-    Package(#[from] evidence_package::PackageError),
+    Package(#[from] evidence_package::error::PackageError),
 }
 
 impl ConnectorError {

@@ -8,7 +8,9 @@ use evidence_result::{
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::{Package, PackageError, Revision};
+use thiserror::Error;
+
+use crate::{Package, Revision};
 
 /// What the runtime knows about a call besides its result: trusted identifiers only, never
 /// argument text or secret values.
@@ -92,14 +94,14 @@ pub struct AuditRecord {
     pub cancelled: bool,
 }
 
-fn check_token(field: &str, value: Option<&String>) -> Result<(), PackageError> {
+fn check_token(field: &str, value: Option<&String>) -> Result<(), AuditError> {
     if let Some(v) = value {
         let ok = !v.is_empty()
             && v.len() <= 128
             && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
         if !ok {
-            return Err(PackageError::invalid(
+            return Err(AuditError::invalid(
                 field,
                 "use 1-128 letters, digits, '-', '_', '.', ':'",
             ));
@@ -123,7 +125,7 @@ impl AuditRecord {
         package: &Package,
         call: &CallContext,
         result: &ToolResult,
-    ) -> Result<Self, PackageError> {
+    ) -> Result<Self, AuditError> {
         let source = Source {
             stream: package.manifest().audit_stream.clone(),
             package: package.identity().clone(),
@@ -140,7 +142,7 @@ impl AuditRecord {
         identity: &PackageId,
         call: &CallContext,
         result: &ToolResult,
-    ) -> Result<Self, PackageError> {
+    ) -> Result<Self, AuditError> {
         let source = Source {
             stream: format!("auto_oncall.{identity}"),
             package: identity.clone(),
@@ -150,11 +152,7 @@ impl AuditRecord {
         AuditRecord::build(source, call, result)
     }
 
-    fn build(
-        source: Source,
-        call: &CallContext,
-        result: &ToolResult,
-    ) -> Result<Self, PackageError> {
+    fn build(source: Source, call: &CallContext, result: &ToolResult) -> Result<Self, AuditError> {
         check_token("policy_id", call.policy_id.as_ref())?;
         check_token("ticket", call.ticket.as_ref())?;
         let details = result.details();
@@ -247,10 +245,42 @@ impl AuditRecord {
     }
 
     /// The record as one line of JSON (no trailing newline).
-    pub fn to_json_line(&self) -> Result<String, PackageError> {
-        serde_json::to_string(self).map_err(|source| PackageError::Json {
+    pub fn to_json_line(&self) -> Result<String, AuditError> {
+        serde_json::to_string(self).map_err(|source| AuditError::Json {
             what: "audit record".to_owned(),
             source,
         })
+    }
+}
+
+/// An audit record refused while building or writing it.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum AuditError {
+    /// A field has a value outside its documented shape or range.
+    #[error("field `{field}`: {reason}")]
+    InvalidField {
+        /// The offending field.
+        field: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A JSON document could not be parsed.
+    #[error("cannot parse {what}: {source}")]
+    Json {
+        /// What was parsed.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl AuditError {
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        AuditError::InvalidField {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 }

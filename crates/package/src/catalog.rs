@@ -8,7 +8,12 @@ use evidence_result::{Digest, PackageId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Package, PackageError, Revision};
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::package::{DigestMismatch, LoadError};
+use crate::{Package, Revision};
 
 /// The file in a packages folder that lists registered revisions and their install state.
 pub const CATALOG_FILE: &str = "catalog.json";
@@ -63,11 +68,11 @@ impl Catalog {
     /// entrypoint binary is not built in: see [`Package::load_any`]), recomputes its
     /// digest, refuses a recorded digest that differs, registers it and applies the
     /// recorded install state.
-    pub fn load(root: &Path) -> Result<Self, PackageError> {
+    pub fn load(root: &Path) -> Result<Self, CatalogError> {
         let path = root.join(CATALOG_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| PackageError::io(&path, e))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| CatalogError::io(&path, e))?;
         let file: CatalogFile =
-            serde_json::from_str(&text).map_err(|source| PackageError::Json {
+            serde_json::from_str(&text).map_err(|source| CatalogError::Json {
                 what: path.display().to_string(),
                 source,
             })?;
@@ -78,7 +83,7 @@ impl Catalog {
                 .join(entry.revision.to_string());
             let package = Package::load_any(&dir)?;
             if package.identity() != &entry.identity || package.revision() != entry.revision {
-                return Err(PackageError::FolderMismatch {
+                return Err(CatalogError::FolderMismatch {
                     path: dir,
                     identity: package.identity().clone(),
                     revision: package.revision(),
@@ -113,14 +118,14 @@ impl Catalog {
     /// Registers a revision (uninstalled). Registering the same content twice is a no-op;
     /// other content under a registered revision is refused, and so is a secret name
     /// already bound by another identity.
-    pub fn register(&mut self, package: Package) -> Result<Digest, PackageError> {
+    pub fn register(&mut self, package: Package) -> Result<Digest, CatalogError> {
         let identity = package.identity().clone();
         let revision = package.revision();
         if let Some(existing) = self.entries.get(&identity).and_then(|r| r.get(&revision)) {
             if existing.package.digest() == package.digest() {
                 return Ok(package.digest());
             }
-            return Err(PackageError::RevisionConflict {
+            return Err(CatalogError::RevisionConflict {
                 identity,
                 revision,
                 existing: existing.package.digest(),
@@ -140,7 +145,7 @@ impl Catalog {
                         .any(|s| s.name == secret.name)
                 });
                 if shared {
-                    return Err(PackageError::SharedSecretName {
+                    return Err(CatalogError::SharedSecretName {
                         field: format!("auth.secrets[{i}].name"),
                         name: secret.name.clone(),
                         other: other_id.clone(),
@@ -163,11 +168,11 @@ impl Catalog {
         &mut self,
         identity: &PackageId,
         revision: Revision,
-    ) -> Result<&mut Entry, PackageError> {
+    ) -> Result<&mut Entry, CatalogError> {
         self.entries
             .get_mut(identity)
             .and_then(|r| r.get_mut(&revision))
-            .ok_or_else(|| PackageError::UnknownRevision {
+            .ok_or_else(|| CatalogError::UnknownRevision {
                 identity: identity.clone(),
                 revision,
             })
@@ -178,7 +183,7 @@ impl Catalog {
         &mut self,
         identity: &PackageId,
         revision: Revision,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), CatalogError> {
         self.entry_mut(identity, revision)?.installed = true;
         Ok(())
     }
@@ -188,7 +193,7 @@ impl Catalog {
         &mut self,
         identity: &PackageId,
         revision: Revision,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), CatalogError> {
         self.entry_mut(identity, revision)?.installed = false;
         Ok(())
     }
@@ -236,5 +241,83 @@ impl Catalog {
             .values()
             .flat_map(|r| r.values())
             .map(|e| &e.package)
+    }
+}
+
+/// A catalog refused while loading it or registering, installing or uninstalling a
+/// revision.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// A package's folder does not match its manifest's identity or revision.
+    #[error("package folder {path} does not match manifest {identity} {revision}")]
+    FolderMismatch {
+        /// The folder.
+        path: PathBuf,
+        /// The manifest's identity.
+        identity: PackageId,
+        /// The manifest's revision.
+        revision: Revision,
+    },
+    /// The revision is already registered with other content.
+    #[error("{identity} {revision} is already registered with digest {existing}")]
+    RevisionConflict {
+        /// The identity.
+        identity: PackageId,
+        /// The revision.
+        revision: Revision,
+        /// The digest already registered.
+        existing: Digest,
+    },
+    /// The catalog holds no such revision.
+    #[error("{identity} {revision} is not registered")]
+    UnknownRevision {
+        /// The identity.
+        identity: PackageId,
+        /// The revision.
+        revision: Revision,
+    },
+    /// A secret name is also used by another package identity of the catalog.
+    #[error("field `{field}`: secret name `{name}` is already bound by package `{other}`")]
+    SharedSecretName {
+        /// The offending field.
+        field: String,
+        /// The secret name.
+        name: String,
+        /// The other identity.
+        other: PackageId,
+    },
+    /// A package file or folder could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON document could not be parsed.
+    #[error("cannot parse {what}: {source}")]
+    Json {
+        /// What was parsed.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A listed package is refused.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A recorded digest does not match the recomputed one.
+    #[error(transparent)]
+    DigestMismatch(#[from] DigestMismatch),
+}
+
+impl CatalogError {
+    fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CatalogError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -4,7 +4,7 @@ pub mod arguments;
 mod audit;
 pub mod catalog;
 mod credential;
-mod error;
+pub mod error;
 pub mod guard;
 pub mod manifest;
 pub mod package;
@@ -15,12 +15,11 @@ pub mod storage_state;
 
 // What a packager, a sandbox or a catalog reader starts from: the package and its
 // manifest, the secret binding, the output guard, audit records, the catalog and agent
-// profiles, revisions and the error. The rest lives in the named modules: `manifest`
-// (its parts and rules), `guard` (verdicts and limits), `catalog`, `profile`,
+// profiles and revisions. The rest lives in the named modules: `error` (one error per
+// operation and their union), `manifest` (its parts and rules), `guard` (verdicts and limits), `catalog`, `profile`,
 // `package` (digest framing), `secrets`, `arguments` and `storage_state`.
 pub use audit::{AuditRecord, CallContext};
 pub use catalog::Catalog;
-pub use error::PackageError;
 pub use guard::{GuardBuilder, OutputGuard};
 pub use manifest::{MANIFEST_FILE, MIN_SECRET_BYTES, Manifest};
 pub use package::{Package, PackageFile, PackageKind};

@@ -8,7 +8,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::{check_argument_schema, known_identities};
-use crate::{Catalog, PackageError, Revision, manifest::NetworkPolicy, manifest::Template};
+use thiserror::Error;
+
+use crate::manifest::ManifestError;
+use crate::package::DigestMismatch;
+use crate::{Catalog, Revision, manifest::NetworkPolicy, manifest::Template};
 
 /// An exact pin of an agent to one revision and digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -91,8 +95,8 @@ pub struct ProfileReport {
 
 impl AgentProfile {
     /// Parses a profile from JSON.
-    pub fn from_json(json: &str) -> Result<Self, PackageError> {
-        serde_json::from_str(json).map_err(|source| PackageError::Json {
+    pub fn from_json(json: &str) -> Result<Self, ProfileError> {
+        serde_json::from_str(json).map_err(|source| ProfileError::Json {
             what: "agent profile".to_owned(),
             source,
         })
@@ -107,7 +111,7 @@ impl AgentProfile {
     /// pinned, unknown or not the only one of its identity; two pinned packages sharing a
     /// secret name or an audit stream; an unrestricted or empty network; a `provider`
     /// argument anywhere.
-    pub fn validate(&self, catalog: &Catalog) -> Result<ProfileReport, PackageError> {
+    pub fn validate(&self, catalog: &Catalog) -> Result<ProfileReport, ProfileError> {
         self.check_agent()?;
         let pins = self.pins_by_identity(catalog)?;
         let packages = pinned_packages(&pins, catalog)?;
@@ -121,18 +125,18 @@ impl AgentProfile {
 
     /// The agent itself: a name, no memory, session recall or knowledge base, and its
     /// skills.
-    fn check_agent(&self) -> Result<(), PackageError> {
+    fn check_agent(&self) -> Result<(), ProfileError> {
         if self.agent.trim().is_empty() {
-            return Err(PackageError::invalid("agent", "the agent has a name"));
+            return Err(ProfileError::invalid("agent", "the agent has a name"));
         }
         if self.memory {
-            return Err(PackageError::FeatureEnabled("memory"));
+            return Err(ProfileError::FeatureEnabled("memory"));
         }
         if self.session_recall {
-            return Err(PackageError::FeatureEnabled("session_recall"));
+            return Err(ProfileError::FeatureEnabled("session_recall"));
         }
         if self.knowledge_base {
-            return Err(PackageError::FeatureEnabled("knowledge_base"));
+            return Err(ProfileError::FeatureEnabled("knowledge_base"));
         }
         check_skills(&self.skills)
     }
@@ -142,24 +146,24 @@ impl AgentProfile {
     fn pins_by_identity(
         &self,
         catalog: &Catalog,
-    ) -> Result<BTreeMap<&PackageId, &Pin>, PackageError> {
+    ) -> Result<BTreeMap<&PackageId, &Pin>, ProfileError> {
         let known: Vec<PackageId> = known_identities().into_iter().map(|(id, _)| id).collect();
         let mut pins: BTreeMap<&PackageId, &Pin> = BTreeMap::new();
         for pin in &self.pins {
             if !known.contains(&pin.identity) {
-                return Err(PackageError::UnknownIdentity(pin.identity.clone()));
+                return Err(ProfileError::UnknownIdentity(pin.identity.clone()));
             }
             if pins.insert(&pin.identity, pin).is_some() {
-                return Err(PackageError::DuplicatePin(pin.identity.clone()));
+                return Err(ProfileError::DuplicatePin(pin.identity.clone()));
             }
         }
         for identity in &known {
             if !pins.contains_key(identity) {
-                return Err(PackageError::MissingPin(identity.clone()));
+                return Err(ProfileError::MissingPin(identity.clone()));
             }
             let installed = catalog.installed_revisions(identity);
             if installed.len() > 1 {
-                return Err(PackageError::TwoInstalledRevisions {
+                return Err(ProfileError::TwoInstalledRevisions {
                     identity: identity.clone(),
                     revisions: installed,
                 });
@@ -174,16 +178,16 @@ impl AgentProfile {
         &self,
         pins: &BTreeMap<&PackageId, &Pin>,
         catalog: &Catalog,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), ProfileError> {
         let mut rollback_ids = BTreeSet::new();
         for r in &self.rollback {
-            let invalid = |reason| PackageError::InvalidRollback {
+            let invalid = |reason| ProfileError::InvalidRollback {
                 identity: r.identity.clone(),
                 revision: r.revision,
                 reason,
             };
             if catalog.package(&r.identity, r.revision).is_none() {
-                return Err(PackageError::UnknownRevision {
+                return Err(ProfileError::UnknownRevision {
                     identity: r.identity.clone(),
                     revision: r.revision,
                 });
@@ -211,7 +215,7 @@ impl AgentProfile {
 fn pinned_packages(
     pins: &BTreeMap<&PackageId, &Pin>,
     catalog: &Catalog,
-) -> Result<Vec<PinnedPackage>, PackageError> {
+) -> Result<Vec<PinnedPackage>, ProfileError> {
     let mut report = Vec::new();
     let mut secret_owner: BTreeMap<String, PackageId> = BTreeMap::new();
     let mut stream_owner: BTreeMap<String, PackageId> = BTreeMap::new();
@@ -219,7 +223,7 @@ fn pinned_packages(
         let pinned = pinned_package(pin, catalog)?;
         for (i, secret) in pinned.secrets.iter().enumerate() {
             if let Some(other) = secret_owner.insert(secret.clone(), pin.identity.clone()) {
-                return Err(PackageError::SharedSecretName {
+                return Err(ProfileError::SharedSecretName {
                     field: format!("auth.secrets[{i}].name"),
                     name: secret.clone(),
                     other,
@@ -228,7 +232,7 @@ fn pinned_packages(
         }
         if let Some(first) = stream_owner.insert(pinned.audit_stream.clone(), pin.identity.clone())
         {
-            return Err(PackageError::SharedAuditStream {
+            return Err(ProfileError::SharedAuditStream {
                 stream: pinned.audit_stream.clone(),
                 first,
                 second: pin.identity.clone(),
@@ -242,15 +246,15 @@ fn pinned_packages(
 /// One pin: a registered and installed revision whose recomputed digest is the pinned
 /// one, with a restricted, non-empty network and an argument schema without a
 /// `provider`.
-fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, PackageError> {
+fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, ProfileError> {
     let package = catalog
         .package(&pin.identity, pin.revision)
-        .ok_or_else(|| PackageError::UnknownRevision {
+        .ok_or_else(|| ProfileError::UnknownRevision {
             identity: pin.identity.clone(),
             revision: pin.revision,
         })?;
     if !catalog.is_installed(&pin.identity, pin.revision) {
-        return Err(PackageError::PinNotInstalled {
+        return Err(ProfileError::PinNotInstalled {
             identity: pin.identity.clone(),
             revision: pin.revision,
         });
@@ -259,8 +263,8 @@ fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, Package
     let manifest = package.manifest();
     let hosts = match &manifest.network {
         NetworkPolicy::Restricted { hosts } if !hosts.is_empty() => hosts.clone(),
-        NetworkPolicy::Restricted { .. } => return Err(PackageError::EmptyHostList),
-        NetworkPolicy::Unrestricted => return Err(PackageError::UnrestrictedNetwork),
+        NetworkPolicy::Restricted { .. } => return Err(ManifestError::EmptyHostList.into()),
+        NetworkPolicy::Unrestricted => return Err(ManifestError::UnrestrictedNetwork.into()),
     };
     check_argument_schema(&manifest.arguments)?;
     Ok(PinnedPackage {
@@ -281,9 +285,9 @@ fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, Package
     })
 }
 
-fn check_skills(skills: &[String]) -> Result<(), PackageError> {
+fn check_skills(skills: &[String]) -> Result<(), ProfileError> {
     if skills.is_empty() {
-        return Err(PackageError::invalid(
+        return Err(ProfileError::invalid(
             "skills",
             "the agent has at least one skill",
         ));
@@ -296,17 +300,121 @@ fn check_skills(skills: &[String]) -> Result<(), PackageError> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !ok {
-            return Err(PackageError::invalid(
+            return Err(ProfileError::invalid(
                 format!("skills[{i}]"),
                 format!("{skill:?}: use lower-case letters, digits and '-'"),
             ));
         }
         if !seen.insert(skill) {
-            return Err(PackageError::invalid(
+            return Err(ProfileError::invalid(
                 format!("skills[{i}]"),
                 format!("skill {skill:?} is listed twice"),
             ));
         }
     }
     Ok(())
+}
+
+/// An agent profile refused while parsing it or validating it against a catalog.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// A field has a value outside its documented shape or range.
+    #[error("field `{field}`: {reason}")]
+    InvalidField {
+        /// The offending field.
+        field: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// The identity is not one of the three Managed Tool identities.
+    #[error("field `identity`: unknown package identity `{0}`")]
+    UnknownIdentity(PackageId),
+    /// The catalog holds no such revision.
+    #[error("{identity} {revision} is not registered")]
+    UnknownRevision {
+        /// The identity.
+        identity: PackageId,
+        /// The revision.
+        revision: Revision,
+    },
+    /// A profile pins a revision that is registered but not installed.
+    #[error("pin {identity} {revision} is not installed")]
+    PinNotInstalled {
+        /// The identity.
+        identity: PackageId,
+        /// The revision.
+        revision: Revision,
+    },
+    /// Two revisions of one identity are installed at once.
+    #[error("{identity} has more than one installed revision: {revisions:?}")]
+    TwoInstalledRevisions {
+        /// The identity.
+        identity: PackageId,
+        /// The installed revisions.
+        revisions: Vec<Revision>,
+    },
+    /// A profile pins an identity twice.
+    #[error("field `pins`: {0} is pinned more than once")]
+    DuplicatePin(PackageId),
+    /// A profile does not pin one of the three identities.
+    #[error("field `pins`: {0} is not pinned")]
+    MissingPin(PackageId),
+    /// A profile enables a feature the Auto-oncall agent must not have.
+    #[error("field `{0}`: must be disabled for the Auto-oncall agent")]
+    FeatureEnabled(&'static str),
+    /// A rollback revision is installed or pinned, or more than one per identity.
+    #[error("field `rollback`: {identity} {revision}: {reason}")]
+    InvalidRollback {
+        /// The identity.
+        identity: PackageId,
+        /// The revision.
+        revision: Revision,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A secret name is also used by another package identity of the catalog.
+    #[error("field `{field}`: secret name `{name}` is already bound by package `{other}`")]
+    SharedSecretName {
+        /// The offending field.
+        field: String,
+        /// The secret name.
+        name: String,
+        /// The other identity.
+        other: PackageId,
+    },
+    /// Two pinned packages share an audit stream.
+    #[error("field `audit_stream`: stream `{stream}` is used by both {first} and {second}")]
+    SharedAuditStream {
+        /// The stream.
+        stream: String,
+        /// One identity.
+        first: PackageId,
+        /// The other identity.
+        second: PackageId,
+    },
+    /// A JSON document could not be parsed.
+    #[error("cannot parse {what}: {source}")]
+    Json {
+        /// What was parsed.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A pinned package's manifest is refused (its network or argument schema).
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A pinned digest does not match the recomputed one.
+    #[error(transparent)]
+    DigestMismatch(#[from] DigestMismatch),
+}
+
+impl ProfileError {
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ProfileError::InvalidField {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
 }

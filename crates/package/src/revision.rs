@@ -5,8 +5,16 @@ use std::str::FromStr;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
-use crate::PackageError;
+/// A revision that is not `v` and a positive number.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RevisionError {
+    /// The text or number is not a revision.
+    #[error("field `revision`: {0}")]
+    Invalid(String),
+}
 
 /// A package revision, written `v` and a positive number (`v3`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -15,9 +23,9 @@ pub struct Revision(u32);
 
 impl Revision {
     /// The revision with this number; zero is refused.
-    pub fn new(number: u32) -> Result<Self, PackageError> {
+    pub fn new(number: u32) -> Result<Self, RevisionError> {
         if number == 0 {
-            return Err(PackageError::invalid("revision", "revisions start at v1"));
+            return Err(RevisionError::Invalid("revisions start at v1".to_owned()));
         }
         Ok(Revision(number))
     }
@@ -41,14 +49,9 @@ impl fmt::Debug for Revision {
 }
 
 impl FromStr for Revision {
-    type Err = PackageError;
+    type Err = RevisionError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || {
-            PackageError::invalid(
-                "revision",
-                format!("{s:?} is not `v` and a positive number"),
-            )
-        };
+        let bad = || RevisionError::Invalid(format!("{s:?} is not `v` and a positive number"));
         let digits = s.strip_prefix('v').ok_or_else(bad)?;
         if digits.is_empty()
             || digits.starts_with('0')
@@ -62,7 +65,7 @@ impl FromStr for Revision {
 }
 
 impl TryFrom<String> for Revision {
-    type Error = PackageError;
+    type Error = RevisionError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
         value.parse()
     }

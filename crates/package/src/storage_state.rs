@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
-use crate::PackageError;
 use crate::credential::{describes_credential, names_credential};
+use crate::secrets::SecretError;
 
 mod check;
 pub(crate) mod rule;
@@ -159,8 +159,8 @@ struct LocalStorageEntry {
 impl StorageState {
     /// Parses the storage state called `name` (the secret's name in the auth binding).
     /// The error names `name` and a position, never a value.
-    pub fn parse(name: &str, json: &SecretString) -> Result<Self, PackageError> {
-        serde_json::from_str(json.expose_secret()).map_err(|e| PackageError::InvalidStorageState {
+    pub fn parse(name: &str, json: &SecretString) -> Result<Self, SecretError> {
+        serde_json::from_str(json.expose_secret()).map_err(|e| SecretError::InvalidStorageState {
             name: name.to_owned(),
             // serde's message may quote the input (a secret): its kind and position only.
             reason: format!(
@@ -190,7 +190,7 @@ impl StorageState {
     /// Every value of the state that the output guard protects and that a redactor of
     /// provider text must cover (see [`storage_state_values`]); `name` is the secret's
     /// name, for errors.
-    pub fn protected_values(&self, name: &str) -> Result<Vec<SecretString>, PackageError> {
+    pub fn protected_values(&self, name: &str) -> Result<Vec<SecretString>, SecretError> {
         Ok(derive_from(name, self)?
             .into_iter()
             .filter(|d| matches!(rule::treatment(d), rule::Treatment::Guarded))
@@ -266,13 +266,13 @@ fn cookie_role(cookie: &Cookie) -> Role {
 /// too short to search for. `null` holds nothing. Everything else is page state. Empty
 /// page state carries nothing and is left out; an empty credential is kept (and refused
 /// as too short). A JSON value nested deeper than 64 levels refuses the state.
-pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>, PackageError> {
+pub(crate) fn derive_values(name: &str, json: &str) -> Result<Vec<DerivedValue>, SecretError> {
     let state = StorageState::parse(name, &SecretString::from(json.to_owned()))?;
     derive_from(name, &state)
 }
 
 /// [`derive_values`] of a parsed state.
-fn derive_from(name: &str, state: &StorageState) -> Result<Vec<DerivedValue>, PackageError> {
+fn derive_from(name: &str, state: &StorageState) -> Result<Vec<DerivedValue>, SecretError> {
     let mut derive = Derivation {
         name,
         out: Vec::new(),
@@ -301,7 +301,7 @@ fn derive_from(name: &str, state: &StorageState) -> Result<Vec<DerivedValue>, Pa
 pub fn storage_state_values(
     name: &str,
     state: &SecretString,
-) -> Result<Vec<SecretString>, PackageError> {
+) -> Result<Vec<SecretString>, SecretError> {
     StorageState::parse(name, state)?.protected_values(name)
 }
 
@@ -318,7 +318,7 @@ struct Derivation<'n> {
 impl Derivation<'_> {
     /// The values of one cookie: its value as stored and, when it differs,
     /// percent-decoded, each with its leaves.
-    fn cookie(&mut self, cookie: &Cookie) -> Result<(), PackageError> {
+    fn cookie(&mut self, cookie: &Cookie) -> Result<(), SecretError> {
         let what = cookie_what(cookie);
         let role = cookie_role(cookie);
         let named = names_credential(&cookie.name);
@@ -343,7 +343,7 @@ impl Derivation<'_> {
         &mut self,
         origin: &OriginState,
         entry: &LocalStorageEntry,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), SecretError> {
         let what = local_storage_what(origin, entry);
         let value = entry.value.expose_secret().as_bytes();
         let named = names_credential(&entry.name);
@@ -367,7 +367,7 @@ impl Derivation<'_> {
         role: Role,
         named: bool,
         depth: usize,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), SecretError> {
         push_with_segments(&mut self.out, what, value, role);
         let Ok(parsed) = serde_json::from_slice::<Value>(value) else {
             return Ok(());
@@ -386,9 +386,9 @@ impl Derivation<'_> {
         at: String,
         named: bool,
         depth: usize,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), SecretError> {
         if depth > MAX_JSON_DEPTH {
-            return Err(PackageError::InvalidStorageState {
+            return Err(SecretError::InvalidStorageState {
                 name: self.name.to_owned(),
                 reason: format!("{what} nests JSON deeper than {MAX_JSON_DEPTH} levels"),
             });
@@ -860,7 +860,7 @@ mod tests {
                         "{} in {} is not a credential", p, state
                     );
                     if p.len() < crate::MIN_SECRET_BYTES {
-                        prop_assert!(matches!(bound, Err(PackageError::SecretTooShort { .. })), "{state}");
+                        prop_assert!(matches!(bound, Err(SecretError::SecretTooShort { .. })), "{state}");
                     } else {
                         prop_assert!(bound.is_ok());
                         let guard = builder.build().unwrap();

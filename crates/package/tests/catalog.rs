@@ -6,7 +6,8 @@ mod common;
 
 use common::{files, manifest, manifest_json, package};
 use evidence_package::{
-    AgentProfile, Catalog, Package, PackageError, Revision, profile::Pin, profile::RevisionRef,
+    AgentProfile, Catalog, Package, Revision, error::CatalogError, error::ProfileError,
+    profile::Pin, profile::RevisionRef,
 };
 use evidence_result::{PackageId, Provider};
 use serde_json::json;
@@ -92,7 +93,7 @@ fn agent_features_must_be_off() {
         let p: AgentProfile = serde_json::from_value(p).unwrap();
         let e = p.validate(&c).unwrap_err();
         assert!(
-            matches!(e, PackageError::FeatureEnabled(f) if f == field),
+            matches!(e, ProfileError::FeatureEnabled(f) if f == field),
             "{e:?}"
         );
     }
@@ -114,37 +115,37 @@ fn pins_must_be_installed_known_and_exact() {
     p.rollback.clear();
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::PinNotInstalled { .. })
+        Err(ProfileError::PinNotInstalled { .. })
     ));
     // Pin to an unknown revision.
     let mut p = profile(&c);
     p.pins[1].revision = rev(9);
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::UnknownRevision { .. })
+        Err(ProfileError::UnknownRevision { .. })
     ));
     // A digest other than the recomputed one.
     let mut p = profile(&c);
     p.pins[2].digest = c.package(&PackageId::clinic(), rev(3)).unwrap().digest();
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::DigestMismatch { .. })
+        Err(ProfileError::DigestMismatch(_))
     ));
     // Missing and duplicate identities.
     let mut p = profile(&c);
     p.pins.pop();
     assert!(
-        matches!(p.validate(&c), Err(PackageError::MissingPin(id)) if id == PackageId::wetech())
+        matches!(p.validate(&c), Err(ProfileError::MissingPin(id)) if id == PackageId::wetech())
     );
     let mut p = profile(&c);
     let first = p.pins[0].clone();
     p.pins.push(first);
-    assert!(matches!(p.validate(&c), Err(PackageError::DuplicatePin(_))));
+    assert!(matches!(p.validate(&c), Err(ProfileError::DuplicatePin(_))));
     let mut p = profile(&c);
     p.pins[0].identity = PackageId::new("managed_auto_oncall_other").unwrap();
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::UnknownIdentity(_))
+        Err(ProfileError::UnknownIdentity(_))
     ));
 }
 
@@ -154,7 +155,7 @@ fn two_installed_revisions_of_one_identity_are_refused() {
     c.install(&PackageId::clinic(), rev(2)).unwrap();
     let e = profile(&c).validate(&c).unwrap_err();
     assert!(
-        matches!(e, PackageError::TwoInstalledRevisions { ref identity, .. } if *identity == PackageId::clinic()),
+        matches!(e, ProfileError::TwoInstalledRevisions { ref identity, .. } if *identity == PackageId::clinic()),
         "{e:?}"
     );
     c.uninstall(&PackageId::clinic(), rev(2)).unwrap();
@@ -168,13 +169,13 @@ fn rollback_is_registered_uninstalled_and_bounded() {
     p.rollback[0].revision = rev(3);
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::InvalidRollback { .. })
+        Err(ProfileError::InvalidRollback { .. })
     ));
     let mut p = profile(&c);
     p.rollback[0].revision = rev(1);
     assert!(matches!(
         p.validate(&c),
-        Err(PackageError::UnknownRevision { .. })
+        Err(ProfileError::UnknownRevision { .. })
     ));
     let mut c4 = catalog();
     c4.register(package(Provider::Clinic, 1)).unwrap();
@@ -185,7 +186,7 @@ fn rollback_is_registered_uninstalled_and_bounded() {
     });
     assert!(matches!(
         p.validate(&c4),
-        Err(PackageError::InvalidRollback { .. })
+        Err(ProfileError::InvalidRollback { .. })
     ));
 }
 
@@ -197,7 +198,7 @@ fn secret_names_are_never_shared_between_identities() {
     let shared = Package::new(&manifest(&v), files()).unwrap();
     let e = c.register(shared).unwrap_err();
     match e {
-        PackageError::SharedSecretName { field, name, other } => {
+        CatalogError::SharedSecretName { field, name, other } => {
             assert_eq!(field, "auth.secrets[0].name");
             assert_eq!(name, "clinic_api_token");
             assert_eq!(other, PackageId::clinic());
@@ -217,11 +218,11 @@ fn a_revision_is_registered_once() {
     let other = Package::new(&manifest(&v), files()).unwrap();
     assert!(matches!(
         c.register(other),
-        Err(PackageError::RevisionConflict { .. })
+        Err(CatalogError::RevisionConflict { .. })
     ));
     assert!(matches!(
         c.install(&PackageId::clinic(), rev(8)),
-        Err(PackageError::UnknownRevision { .. })
+        Err(CatalogError::UnknownRevision { .. })
     ));
 }
 

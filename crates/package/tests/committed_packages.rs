@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use evidence_package::{
-    AgentProfile, Catalog, MANIFEST_FILE, Manifest, Package, PackageError, PackageKind, Revision,
-    arguments::argument_schema, catalog::CATALOG_FILE, catalog::CatalogFile, manifest::Template,
+    AgentProfile, Catalog, MANIFEST_FILE, Manifest, Package, PackageKind, Revision,
+    arguments::argument_schema, catalog::CATALOG_FILE, catalog::CatalogFile, error::CatalogError,
+    error::LoadError, manifest::Template,
 };
 use evidence_result::{Digest, PackageId, PolicySource, Provider};
 
@@ -239,7 +240,7 @@ fn committed_sources_hold_no_binary_and_no_executable_file() {
         let dir = package_dir(p.identity().as_str(), &p.revision().to_string());
         assert!(matches!(
             Package::load(&dir),
-            Err(PackageError::MissingFile(f)) if f == p.manifest().entrypoint
+            Err(LoadError::MissingFile(f)) if f == p.manifest().entrypoint
         ));
     }
 }
@@ -308,7 +309,7 @@ fn a_changed_byte_or_mode_of_a_file_changes_the_digest() {
     );
     assert!(matches!(
         Catalog::load(copy.path()),
-        Err(PackageError::DigestMismatch { .. })
+        Err(CatalogError::DigestMismatch(_))
     ));
 
     // A file's mode.
@@ -336,7 +337,7 @@ fn a_built_added_removed_or_linked_file_is_refused() {
     std::fs::write(pkg.join("bin/clinic-tool"), "#!/bin/sh\nenv\n").unwrap();
     assert!(matches!(
         Package::load_source(&pkg),
-        Err(PackageError::BuiltFileInSource(p)) if p == "bin/clinic-tool"
+        Err(LoadError::BuiltFileInSource(p)) if p == "bin/clinic-tool"
     ));
 
     // An added file, a removed file.
@@ -345,14 +346,14 @@ fn a_built_added_removed_or_linked_file_is_refused() {
     std::fs::write(pkg.join("extra.sh"), "echo hi\n").unwrap();
     assert!(matches!(
         Package::load_source(&pkg),
-        Err(PackageError::UnlistedFile(p)) if p == "extra.sh"
+        Err(LoadError::UnlistedFile(p)) if p == "extra.sh"
     ));
     let copy = fresh_copy();
     let pkg = clinic_v3(copy.path());
     std::fs::remove_file(pkg.join("README.md")).unwrap();
     assert!(matches!(
         Package::load_source(&pkg),
-        Err(PackageError::MissingFile(p)) if p == "README.md"
+        Err(LoadError::MissingFile(p)) if p == "README.md"
     ));
 
     // A symbolic link in the package is refused.
@@ -361,7 +362,7 @@ fn a_built_added_removed_or_linked_file_is_refused() {
     std::os::unix::fs::symlink("/etc/hostname", pkg.join("link")).unwrap();
     assert!(matches!(
         Package::load_source(&pkg),
-        Err(PackageError::InvalidPath { .. })
+        Err(LoadError::InvalidPath { .. })
     ));
 }
 

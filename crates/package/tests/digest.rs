@@ -4,7 +4,8 @@
 mod common;
 
 use common::{files, manifest, manifest_json};
-use evidence_package::{Package, PackageError, PackageFile};
+use evidence_package::error::LoadError;
+use evidence_package::{Package, PackageFile};
 use evidence_result::Provider;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -76,7 +77,7 @@ fn verify_digest_compares_with_the_recomputed_one() {
     let other = Package::new(&manifest(&manifest_json(Provider::Clinic, 2)), files()).unwrap();
     assert!(matches!(
         p.verify_digest(&other.digest()),
-        Err(PackageError::DigestMismatch { .. })
+        Err(evidence_package::error::DigestMismatch { .. })
     ));
 }
 
@@ -198,11 +199,11 @@ proptest! {
         let base = manifest_json(Provider::Clinic, 1);
         let mut extra = files();
         extra.push(PackageFile::new(name.clone(), false, vec![1, 2, 3]));
-        let unlisted = matches!(Package::new(&manifest(&base), extra), Err(PackageError::UnlistedFile(_)));
+        let unlisted = matches!(Package::new(&manifest(&base), extra), Err(LoadError::UnlistedFile(_)));
         prop_assert!(unlisted);
         let mut listed = base.clone();
         listed["files"].as_array_mut().unwrap().push(json!(name));
-        let missing = matches!(Package::new(&manifest(&listed), files()), Err(PackageError::MissingFile(_)));
+        let missing = matches!(Package::new(&manifest(&listed), files()), Err(LoadError::MissingFile(_)));
         prop_assert!(missing);
     }
 

@@ -268,7 +268,7 @@ proptest! {
         let e = GuardBuilder::default()
             .add_storage_state("wetech_storage_state", &SecretString::from(refused.to_string()))
             .unwrap_err();
-        let is_too_short = matches!(e, evidence_package::PackageError::SecretTooShort { .. });
+        let is_too_short = matches!(e, evidence_package::error::SecretError::SecretTooShort { .. });
         prop_assert!(is_too_short, "{e}");
     }
 }

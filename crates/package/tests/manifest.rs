@@ -5,19 +5,19 @@
 mod common;
 
 use common::{manifest, manifest_json};
-use evidence_package::{Manifest, PackageError, manifest::NetworkPolicy};
+use evidence_package::{Manifest, manifest::ManifestError, manifest::NetworkPolicy};
 use evidence_result::Provider;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn normalize(
     value: &Value,
-) -> Result<evidence_package::manifest::NormalizedManifest, PackageError> {
+) -> Result<evidence_package::manifest::NormalizedManifest, ManifestError> {
     manifest(value).normalize()
 }
 
 /// A predicate on a refusal.
-type Check = fn(&PackageError) -> bool;
+type Check = fn(&ManifestError) -> bool;
 
 fn with(provider: Provider, pointer: &str, new: Value) -> Value {
     let mut v = manifest_json(provider, 1);
@@ -59,47 +59,47 @@ fn unrestricted_and_empty_networks_are_refused() {
         json!({"mode": "unrestricted"}),
     ))
     .unwrap_err();
-    assert!(matches!(e, PackageError::UnrestrictedNetwork));
+    assert!(matches!(e, ManifestError::UnrestrictedNetwork));
     assert!(e.to_string().contains("network.mode"));
     let e = normalize(&with(Provider::Manus, "/network/hosts", json!([]))).unwrap_err();
-    assert!(matches!(e, PackageError::EmptyHostList));
+    assert!(matches!(e, ManifestError::EmptyHostList));
     assert!(e.to_string().contains("network.hosts"));
 }
 
 #[test]
 fn bad_hosts_are_refused_naming_the_field() {
     let cases: [(&str, Check); 12] = [
-        ("*", |e| matches!(e, PackageError::WildcardHost { .. })),
+        ("*", |e| matches!(e, ManifestError::WildcardHost { .. })),
         ("*.internal.example", |e| {
-            matches!(e, PackageError::WildcardHost { .. })
+            matches!(e, ManifestError::WildcardHost { .. })
         }),
         (".internal.example", |e| {
-            matches!(e, PackageError::WildcardHost { .. })
+            matches!(e, ManifestError::WildcardHost { .. })
         }),
         ("https://clinic.internal.example", |e| {
-            matches!(e, PackageError::HostWithScheme { .. })
+            matches!(e, ManifestError::HostWithScheme { .. })
         }),
         ("clinic.internal.example/api", |e| {
-            matches!(e, PackageError::HostWithPath { .. })
+            matches!(e, ManifestError::HostWithPath { .. })
         }),
         ("clinic.internal.example?x=1", |e| {
-            matches!(e, PackageError::HostWithPath { .. })
+            matches!(e, ManifestError::HostWithPath { .. })
         }),
         ("10.0.0.0/8", |e| {
-            matches!(e, PackageError::HostIsCidr { .. })
+            matches!(e, ManifestError::HostIsCidr { .. })
         }),
         ("[fd00::]/8", |e| {
-            matches!(e, PackageError::HostIsCidr { .. })
+            matches!(e, ManifestError::HostIsCidr { .. })
         }),
         ("user@clinic.internal.example", |e| {
-            matches!(e, PackageError::InvalidHost { .. })
+            matches!(e, ManifestError::InvalidHost { .. })
         }),
         ("clinic.internal.example:0", |e| {
-            matches!(e, PackageError::InvalidHost { .. })
+            matches!(e, ManifestError::InvalidHost { .. })
         }),
-        ("::1", |e| matches!(e, PackageError::InvalidHost { .. })),
+        ("::1", |e| matches!(e, ManifestError::InvalidHost { .. })),
         ("-bad-.example", |e| {
-            matches!(e, PackageError::InvalidHost { .. })
+            matches!(e, ManifestError::InvalidHost { .. })
         }),
     ];
     for (host, check) in cases {
@@ -118,31 +118,31 @@ fn bad_hosts_are_refused_naming_the_field() {
 fn bad_paths_are_refused_naming_the_field() {
     let cases: [(Value, Check); 9] = [
         (json!(["bin/tool", "/etc/passwd"]), |e| {
-            matches!(e, PackageError::AbsolutePath { .. })
+            matches!(e, ManifestError::AbsolutePath { .. })
         }),
         (json!(["bin/tool", "C:/x"]), |e| {
-            matches!(e, PackageError::AbsolutePath { .. })
+            matches!(e, ManifestError::AbsolutePath { .. })
         }),
         (json!(["bin/tool", "../x"]), |e| {
-            matches!(e, PackageError::PathTraversal { .. })
+            matches!(e, ManifestError::PathTraversal { .. })
         }),
         (json!(["bin/tool", "lib/../../x"]), |e| {
-            matches!(e, PackageError::PathTraversal { .. })
+            matches!(e, ManifestError::PathTraversal { .. })
         }),
         (json!(["bin/tool", "bin/tool"]), |e| {
-            matches!(e, PackageError::DuplicatePath { .. })
+            matches!(e, ManifestError::DuplicatePath { .. })
         }),
         (json!(["bin/tool", "BIN/Tool"]), |e| {
-            matches!(e, PackageError::CaseCollidingPath { .. })
+            matches!(e, ManifestError::CaseCollidingPath { .. })
         }),
         (json!(["bin/tool", "bin"]), |e| {
-            matches!(e, PackageError::PathConflict { .. })
+            matches!(e, ManifestError::PathConflict { .. })
         }),
         (json!(["bin/tool", "a//b"]), |e| {
-            matches!(e, PackageError::InvalidPath { .. })
+            matches!(e, ManifestError::InvalidPath { .. })
         }),
         (json!(["bin/tool", "a\\b"]), |e| {
-            matches!(e, PackageError::InvalidPath { .. })
+            matches!(e, ManifestError::InvalidPath { .. })
         }),
     ];
     for (files, check) in cases {
@@ -158,22 +158,22 @@ fn bad_paths_are_refused_naming_the_field() {
         json!(["bin/tool", "manifest.json"]),
     ))
     .unwrap_err();
-    assert!(matches!(e, PackageError::InvalidPath { .. }), "{e:?}");
+    assert!(matches!(e, ManifestError::InvalidPath { .. }), "{e:?}");
 }
 
 #[test]
 fn identity_provider_and_template_belong_together() {
     let e = normalize(&with(Provider::Clinic, "/provider", json!("manus"))).unwrap_err();
-    assert!(matches!(e, PackageError::ProviderMismatch { .. }), "{e:?}");
+    assert!(matches!(e, ManifestError::ProviderMismatch { .. }), "{e:?}");
     let e = normalize(&with(
         Provider::Clinic,
         "/identity",
         json!("managed_auto_oncall_jira"),
     ))
     .unwrap_err();
-    assert!(matches!(e, PackageError::UnknownIdentity(_)), "{e:?}");
+    assert!(matches!(e, ManifestError::UnknownIdentity(_)), "{e:?}");
     let e = normalize(&with(Provider::Wetech, "/template", json!("default"))).unwrap_err();
-    assert!(matches!(e, PackageError::TemplateMismatch(_)), "{e:?}");
+    assert!(matches!(e, ManifestError::TemplateMismatch(_)), "{e:?}");
     assert!(e.to_string().contains("template"));
 }
 
@@ -253,13 +253,13 @@ fn open_argument_objects_are_refused() {
     v["arguments"]["additionalProperties"] = json!(true);
     assert!(matches!(
         normalize(&v).unwrap_err(),
-        PackageError::OpenArgumentObject { .. }
+        ManifestError::OpenArgumentObject { .. }
     ));
     let mut v = manifest_json(Provider::Manus, 1);
     v["arguments"]["patternProperties"] = json!({"^p": {"type": "string"}});
     assert!(matches!(
         normalize(&v).unwrap_err(),
-        PackageError::OpenArgumentObject { .. }
+        ManifestError::OpenArgumentObject { .. }
     ));
     let mut v = manifest_json(Provider::Manus, 1);
     v["arguments"]["$ref"] = json!("https://schemas.example/args.json");
@@ -348,7 +348,7 @@ proptest! {
             for (k, d) in defs { target[k] = d; }
         }
         let err = normalize(&v).unwrap_err();
-        prop_assert!(matches!(err, PackageError::ProviderArgument { .. }), "{err:?}");
+        prop_assert!(matches!(err, ManifestError::ProviderArgument { .. }), "{err:?}");
         prop_assert!(err.to_string().contains("arguments"), "{err}");
     }
 
@@ -361,7 +361,7 @@ proptest! {
         let path = parts.join("/");
         let v = with(Provider::Clinic, "/files", json!(["bin/tool", path]));
         let err = normalize(&v).unwrap_err();
-        prop_assert!(matches!(err, PackageError::PathTraversal { .. }), "{err:?}");
+        prop_assert!(matches!(err, ManifestError::PathTraversal { .. }), "{err:?}");
     }
 
     /// Host normalization is idempotent and order-insensitive.

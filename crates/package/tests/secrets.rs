@@ -4,7 +4,8 @@
 mod common;
 
 use common::{files, manifest, manifest_json, package};
-use evidence_package::{Package, PackageError, PackageFile, SecretBinding, SecretValues};
+use evidence_package::error::SecretError;
+use evidence_package::{Package, PackageFile, SecretBinding, SecretValues};
 use evidence_result::Provider;
 use proptest::prelude::*;
 use secrecy::{ExposeSecret, SecretString};
@@ -55,7 +56,7 @@ fn an_older_revision_or_another_identity_gets_nothing() {
     let binding = SecretBinding::bind(&v3, clinic_values()).unwrap();
     let v2 = package(Provider::Clinic, 2);
     let e = binding.sandbox_env(&v2).unwrap_err();
-    assert!(matches!(e, PackageError::BindingMismatch { .. }));
+    assert!(matches!(e, SecretError::BindingMismatch { .. }));
     assert!(!e.to_string().contains(TOKEN));
     let manus = package(Provider::Manus, 3);
     assert!(binding.sandbox_env(&manus).is_err());
@@ -71,7 +72,7 @@ fn values_must_match_the_auth_binding() {
     );
     assert!(matches!(
         SecretBinding::bind(&p, v),
-        Err(PackageError::MissingSecret(name)) if name == "manus_reference_key"
+        Err(SecretError::MissingSecret(name)) if name == "manus_reference_key"
     ));
     let mut v = SecretValues::new();
     v.insert(
@@ -85,7 +86,7 @@ fn values_must_match_the_auth_binding() {
     v.insert("clinic_api_token", SecretString::from(TOKEN.to_owned()));
     assert!(matches!(
         SecretBinding::bind(&p, v),
-        Err(PackageError::UnknownSecret(name)) if name == "clinic_api_token"
+        Err(SecretError::UnknownSecret(name)) if name == "clinic_api_token"
     ));
 }
 
@@ -123,7 +124,7 @@ fn a_wetech_storage_state_binds_and_guards_its_entries() {
     );
     assert!(matches!(
         SecretBinding::bind(&p, v),
-        Err(PackageError::InvalidStorageState { .. })
+        Err(SecretError::InvalidStorageState { .. })
     ));
 }
 
@@ -159,7 +160,7 @@ proptest! {
         changed[which] = PackageFile::new(f.path(), executable, contents);
         let other = Package::new(&manifest(&manifest_json(Provider::Clinic, 3)), changed).unwrap();
         prop_assert_ne!(other.digest(), bound.digest());
-        let refused = matches!(binding.sandbox_env(&other), Err(PackageError::BindingMismatch { .. }));
+        let refused = matches!(binding.sandbox_env(&other), Err(SecretError::BindingMismatch { .. }));
         prop_assert!(refused);
         prop_assert!(binding.sandbox_env(&bound).is_ok());
     }
@@ -171,7 +172,7 @@ proptest! {
         let mut v = SecretValues::new();
         v.insert("clinic_api_token", SecretString::from(value.clone()));
         let e = SecretBinding::bind(&p, v).unwrap_err();
-        let refused = matches!(&e, PackageError::SecretTooShort { name, .. } if name == "clinic_api_token");
+        let refused = matches!(&e, SecretError::SecretTooShort { name, .. } if name == "clinic_api_token");
         prop_assert!(refused, "{:?}", e);
         let quoted = format!("{value:?}");
         prop_assert!(!e.to_string().contains(&quoted));
@@ -204,7 +205,7 @@ fn grafana_state(session: &str) -> serde_json::Value {
     })
 }
 
-fn bind_state(state: &serde_json::Value) -> Result<SecretBinding, PackageError> {
+fn bind_state(state: &serde_json::Value) -> Result<SecretBinding, SecretError> {
     let mut v = SecretValues::new();
     v.insert(
         "wetech_storage_state",
@@ -287,7 +288,7 @@ fn a_session_cookie_too_short_to_guard_refuses_the_state() {
         let e = bind_state(&grafana_state(short)).unwrap_err();
         let text = e.to_string();
         assert!(
-            matches!(&e, PackageError::SecretTooShort { name, .. } if name == "wetech_storage_state"),
+            matches!(&e, SecretError::SecretTooShort { name, .. } if name == "wetech_storage_state"),
             "{e:?}"
         );
         assert!(
@@ -328,6 +329,6 @@ fn a_session_cookie_too_short_to_guard_refuses_the_state() {
     state["cookies"].as_array_mut().unwrap().remove(0);
     assert!(matches!(
         bind_state(&state),
-        Err(PackageError::StorageStateWithoutCredential { name }) if name == "wetech_storage_state"
+        Err(SecretError::StorageStateWithoutCredential { name }) if name == "wetech_storage_state"
     ));
 }

@@ -12,7 +12,7 @@ pub enum ToolError {
     Result(#[from] evidence_result::ResultError),
     /// A package operation failed (loading, binding, audit).
     #[error("package: {0}")]
-    Package(#[from] evidence_package::PackageError),
+    Package(#[from] evidence_package::error::PackageError),
     /// A policy operation failed (signing, parsing).
     #[error("policy: {0}")]
     Policy(#[from] evidence_policy::PolicyError),
@@ -42,6 +42,29 @@ pub enum ToolError {
     #[error("{0}")]
     Usage(String),
 }
+
+/// Each per-operation error of `evidence-package` converts through its union, so `?`
+/// works on any package call.
+macro_rules! from_package_error {
+    ($($error:ident),* $(,)?) => {$(
+        impl From<evidence_package::error::$error> for ToolError {
+            fn from(e: evidence_package::error::$error) -> Self {
+                ToolError::Package(e.into())
+            }
+        }
+    )*};
+}
+
+from_package_error!(
+    ManifestError,
+    LoadError,
+    DigestMismatch,
+    CatalogError,
+    ProfileError,
+    SecretError,
+    AuditError,
+    RevisionError,
+);
 
 impl ToolError {
     pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {

@@ -14,8 +14,8 @@ use super::encodings::encodings;
 use super::limits::GuardLimits;
 use super::prefilter::Prefilter;
 use super::scan::OutputGuard;
-use crate::PackageError;
 use crate::manifest::MIN_SECRET_BYTES;
+use crate::secrets::SecretError;
 use crate::storage_state::rule::{Refusal, Treatment, refusal, treatment};
 use crate::storage_state::{derive_values, jwt_segments};
 
@@ -60,10 +60,10 @@ impl GuardBuilder {
 
     /// Protects a secret value. A value under 8 bytes cannot be scanned without false
     /// positives and is refused.
-    pub fn add_secret(&mut self, name: &str, value: &SecretString) -> Result<(), PackageError> {
+    pub fn add_secret(&mut self, name: &str, value: &SecretString) -> Result<(), SecretError> {
         let bytes = value.expose_secret().as_bytes();
         if bytes.len() < MIN_SECRET_BYTES {
-            return Err(PackageError::SecretTooShort {
+            return Err(SecretError::SecretTooShort {
                 name: name.to_owned(),
                 what: "the value".to_owned(),
                 min: MIN_SECRET_BYTES,
@@ -90,18 +90,18 @@ impl GuardBuilder {
         &mut self,
         name: &str,
         state: &SecretString,
-    ) -> Result<(), PackageError> {
+    ) -> Result<(), SecretError> {
         let derived = derive_values(name, state.expose_secret())?;
         match refusal(&derived) {
             Some(Refusal::TooShort { what, why }) => {
-                return Err(PackageError::SecretTooShort {
+                return Err(SecretError::SecretTooShort {
                     name: name.to_owned(),
                     what: format!("{what} ({why})"),
                     min: MIN_SECRET_BYTES,
                 });
             }
             Some(Refusal::NoCredential) => {
-                return Err(PackageError::StorageStateWithoutCredential {
+                return Err(SecretError::StorageStateWithoutCredential {
                     name: name.to_owned(),
                 });
             }
@@ -143,7 +143,7 @@ impl GuardBuilder {
     }
 
     /// Builds one multi-pattern automaton over every encoding of every value.
-    pub fn build(self) -> Result<OutputGuard, PackageError> {
+    pub fn build(self) -> Result<OutputGuard, SecretError> {
         let mut labels: Vec<String> = Vec::new();
         let mut label_index: HashMap<String, u32> = HashMap::new();
         let mut pattern_index: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -154,7 +154,7 @@ impl GuardBuilder {
                 Some(i) => *i,
                 None => {
                     let i = u32::try_from(labels.len())
-                        .map_err(|_| PackageError::Guard("too many values".to_owned()))?;
+                        .map_err(|_| SecretError::Guard("too many values".to_owned()))?;
                     labels.push(label.clone());
                     label_index.insert(label.clone(), i);
                     i
@@ -188,7 +188,7 @@ impl GuardBuilder {
             .match_kind(MatchKind::Standard)
             .kind(Some(AhoCorasickKind::DFA))
             .build(patterns.iter().map(|p| p.as_slice()))
-            .map_err(|e| PackageError::Guard(e.to_string()))?;
+            .map_err(|e| SecretError::Guard(e.to_string()))?;
         let prefilter = Prefilter::new(&patterns);
         Ok(OutputGuard {
             automaton,
@@ -202,7 +202,7 @@ impl GuardBuilder {
 
 impl OutputGuard {
     /// A guard that protects nothing but still enforces the size cap.
-    pub fn empty(limits: GuardLimits) -> Result<Self, PackageError> {
+    pub fn empty(limits: GuardLimits) -> Result<Self, SecretError> {
         GuardBuilder::new(limits).build()
     }
 }

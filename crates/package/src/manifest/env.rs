@@ -1,7 +1,7 @@
 //! Environment-variable names of an auth binding: their form, and the names reserved for
 //! the sandbox and the runtime context.
 
-use crate::PackageError;
+use super::error::ManifestError;
 
 /// The prefix of the tool sandbox's runtime-context variables (policy envelope,
 /// verification keys, audit log; the table is in `evidence-tool`). Reserved: no secret
@@ -25,7 +25,7 @@ fn is_reserved_env(env: &str) -> bool {
 
 /// Checks the variable a secret is injected as: 1-128 upper-case letters, digits and `_`,
 /// starting with a letter, and not reserved.
-pub(super) fn check_env(field: &str, env: &str) -> Result<(), PackageError> {
+pub(super) fn check_env(field: &str, env: &str) -> Result<(), ManifestError> {
     let ok = !env.is_empty()
         && env.len() <= 128
         && env.as_bytes()[0].is_ascii_uppercase()
@@ -33,13 +33,16 @@ pub(super) fn check_env(field: &str, env: &str) -> Result<(), PackageError> {
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
     if !ok {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             field,
             format!("{env:?}: use upper-case letters, digits and '_', starting with a letter"),
         ));
     }
     if is_reserved_env(env) {
-        return Err(PackageError::invalid(field, format!("{env:?} is reserved")));
+        return Err(ManifestError::invalid(
+            field,
+            format!("{env:?} is reserved"),
+        ));
     }
     Ok(())
 }

@@ -5,21 +5,21 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use super::error::ManifestError;
 use super::model::NetworkPolicy;
-use crate::PackageError;
 
 /// The refusal of a host for a reason that has no error of its own.
-type Invalid<'a> = &'a dyn Fn(&'static str) -> PackageError;
+type Invalid<'a> = &'a dyn Fn(&'static str) -> ManifestError;
 
 /// Checks the network policy: restricted to a non-empty list of hosts, which come out
 /// normalized, sorted and de-duplicated.
-pub(super) fn normalize_network(network: &NetworkPolicy) -> Result<NetworkPolicy, PackageError> {
+pub(super) fn normalize_network(network: &NetworkPolicy) -> Result<NetworkPolicy, ManifestError> {
     let hosts = match network {
-        NetworkPolicy::Unrestricted => return Err(PackageError::UnrestrictedNetwork),
+        NetworkPolicy::Unrestricted => return Err(ManifestError::UnrestrictedNetwork),
         NetworkPolicy::Restricted { hosts } => hosts,
     };
     if hosts.is_empty() {
-        return Err(PackageError::EmptyHostList);
+        return Err(ManifestError::EmptyHostList);
     }
     let mut out = BTreeSet::new();
     for (i, host) in hosts.iter().enumerate() {
@@ -32,9 +32,9 @@ pub(super) fn normalize_network(network: &NetworkPolicy) -> Result<NetworkPolicy
 
 /// Lower-cases and checks one allowlist host: a DNS name, an IPv4 address or a bracketed
 /// IPv6 address, with an optional port.
-fn normalize_host(field: &str, raw: &str) -> Result<String, PackageError> {
+fn normalize_host(field: &str, raw: &str) -> Result<String, ManifestError> {
     let host = raw.to_ascii_lowercase();
-    let invalid = |reason| PackageError::InvalidHost {
+    let invalid = |reason| ManifestError::InvalidHost {
         field: field.to_owned(),
         host: raw.to_owned(),
         reason,
@@ -65,15 +65,15 @@ fn normalize_host(field: &str, raw: &str) -> Result<String, PackageError> {
 
 /// Refuses what makes a host a URL or a pattern: a scheme, a wildcard, a CIDR range, a
 /// path, a query or a fragment.
-fn refuse_url_parts(field: &str, raw: &str, host: &str) -> Result<(), PackageError> {
+fn refuse_url_parts(field: &str, raw: &str, host: &str) -> Result<(), ManifestError> {
     if host.contains("://") {
-        return Err(PackageError::HostWithScheme {
+        return Err(ManifestError::HostWithScheme {
             field: field.to_owned(),
             host: raw.to_owned(),
         });
     }
     if host.contains('*') || host.starts_with('.') {
-        return Err(PackageError::WildcardHost {
+        return Err(ManifestError::WildcardHost {
             field: field.to_owned(),
             host: raw.to_owned(),
         });
@@ -84,18 +84,18 @@ fn refuse_url_parts(field: &str, raw: &str, host: &str) -> Result<(), PackageErr
             && !bits.is_empty()
             && bits.bytes().all(|b| b.is_ascii_digit())
         {
-            return Err(PackageError::HostIsCidr {
+            return Err(ManifestError::HostIsCidr {
                 field: field.to_owned(),
                 host: raw.to_owned(),
             });
         }
-        return Err(PackageError::HostWithPath {
+        return Err(ManifestError::HostWithPath {
             field: field.to_owned(),
             host: raw.to_owned(),
         });
     }
     if host.contains(['?', '#']) {
-        return Err(PackageError::HostWithPath {
+        return Err(ManifestError::HostWithPath {
             field: field.to_owned(),
             host: raw.to_owned(),
         });
@@ -105,7 +105,7 @@ fn refuse_url_parts(field: &str, raw: &str, host: &str) -> Result<(), PackageErr
 
 /// Refuses user information, non-ASCII text (a host is written in its punycode form),
 /// whitespace and control characters.
-fn check_characters(host: &str, invalid: Invalid<'_>) -> Result<(), PackageError> {
+fn check_characters(host: &str, invalid: Invalid<'_>) -> Result<(), ManifestError> {
     if host.contains('@') {
         return Err(invalid("user information is not part of a host"));
     }
@@ -123,7 +123,7 @@ fn check_characters(host: &str, invalid: Invalid<'_>) -> Result<(), PackageError
 
 /// Checks what follows the `[` of a bracketed host: an IPv6 address, `]`, and an
 /// optional `:port`.
-fn check_bracketed_ipv6(rest: &str, invalid: Invalid<'_>) -> Result<(), PackageError> {
+fn check_bracketed_ipv6(rest: &str, invalid: Invalid<'_>) -> Result<(), ManifestError> {
     let (inner, after) = rest
         .split_once(']')
         .ok_or_else(|| invalid("unclosed '['"))?;
@@ -141,7 +141,7 @@ fn check_bracketed_ipv6(rest: &str, invalid: Invalid<'_>) -> Result<(), PackageE
 }
 
 /// Checks a port, when there is one: a number from 1 to 65535 of at most five digits.
-fn check_port(port: Option<&str>, invalid: Invalid<'_>) -> Result<(), PackageError> {
+fn check_port(port: Option<&str>, invalid: Invalid<'_>) -> Result<(), ManifestError> {
     if let Some(port) = port {
         let ok = !port.is_empty()
             && port.len() <= 5
@@ -156,7 +156,7 @@ fn check_port(port: Option<&str>, invalid: Invalid<'_>) -> Result<(), PackageErr
 
 /// Checks a DNS name: at most 253 bytes of dot-separated labels of 1 to 63 letters,
 /// digits and inner `-`, not all digits (that would be a malformed IPv4 address).
-fn check_dns_name(name: &str, invalid: Invalid<'_>) -> Result<(), PackageError> {
+fn check_dns_name(name: &str, invalid: Invalid<'_>) -> Result<(), ManifestError> {
     if name.len() > 253 {
         return Err(invalid("longer than 253 bytes"));
     }

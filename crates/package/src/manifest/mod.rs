@@ -6,6 +6,7 @@
 //! schema.
 
 mod env;
+mod error;
 mod host;
 mod model;
 mod normalize;
@@ -13,6 +14,7 @@ mod paths;
 mod schema;
 
 pub use env::RUNTIME_ENV_PREFIX;
+pub use error::ManifestError;
 pub use model::{
     AuthBinding, Limits, MANIFEST_FILE, MAX_OUTPUT_BYTES_LIMIT, MIN_SECRET_BYTES, Manifest,
     NetworkPolicy, NormalizedManifest, PolicyDelivery, SecretKind, SecretSpec, Template,

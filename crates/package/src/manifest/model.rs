@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use evidence_policy::ScopeBinding;
 
-use crate::{PackageError, Revision};
+use super::error::ManifestError;
+use crate::Revision;
 
 /// The file name of a package's manifest inside its folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -158,8 +159,8 @@ pub struct Manifest {
 
 impl Manifest {
     /// Parses a manifest from JSON.
-    pub fn from_json(json: &str) -> Result<Self, PackageError> {
-        serde_json::from_str(json).map_err(|source| PackageError::Json {
+    pub fn from_json(json: &str) -> Result<Self, ManifestError> {
+        serde_json::from_str(json).map_err(|source| ManifestError::Json {
             what: "manifest".to_owned(),
             source,
         })
@@ -179,9 +180,9 @@ impl NormalizedManifest {
     }
 
     /// RFC 8785 canonical JSON of the normalized manifest: what the package digest covers.
-    pub fn canonical_json(&self) -> Result<String, PackageError> {
+    pub fn canonical_json(&self) -> Result<String, ManifestError> {
         evidence_result::digest::canonical_json(&self.0)
-            .map_err(|e| PackageError::Canonical(e.to_string()))
+            .map_err(|e| ManifestError::Canonical(e.to_string()))
     }
 }
 

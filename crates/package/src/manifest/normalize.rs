@@ -12,6 +12,7 @@ use serde_json::Value;
 use evidence_policy::{ScopeBinding, policy::MAX_BATCH};
 
 use super::env::check_env;
+use super::error::ManifestError;
 use super::host::normalize_network;
 use super::model::{
     AuthBinding, Limits, MAX_OUTPUT_BYTES_LIMIT, Manifest, NormalizedManifest, PolicyDelivery,
@@ -19,7 +20,6 @@ use super::model::{
 };
 use super::paths::{check_path, normalize_files};
 use super::schema::check_argument_schema;
-use crate::PackageError;
 
 impl Manifest {
     /// Checks every rule and returns the normalized manifest.
@@ -33,19 +33,19 @@ impl Manifest {
     /// `description`) without the shared correction rule; limits out of range; an
     /// argument schema with a `provider` property anywhere or an object open to unnamed
     /// properties.
-    pub fn normalize(&self) -> Result<NormalizedManifest, PackageError> {
+    pub fn normalize(&self) -> Result<NormalizedManifest, ManifestError> {
         let mut m = self.clone();
         let provider = provider_of(&m.identity)
-            .ok_or_else(|| PackageError::UnknownIdentity(m.identity.clone()))?;
+            .ok_or_else(|| ManifestError::UnknownIdentity(m.identity.clone()))?;
         if provider != m.provider {
-            return Err(PackageError::ProviderMismatch {
+            return Err(ManifestError::ProviderMismatch {
                 identity: m.identity.clone(),
                 expected: provider.as_str(),
                 found: m.provider.as_str(),
             });
         }
         if provider == Provider::Wetech && m.template != Template::Browser {
-            return Err(PackageError::TemplateMismatch(
+            return Err(ManifestError::TemplateMismatch(
                 "the Wetech package runs Chromium and needs the browser template".to_owned(),
             ));
         }
@@ -55,14 +55,14 @@ impl Manifest {
             .any(|s| s.kind == SecretKind::BrowserStorageState)
             && m.template != Template::Browser
         {
-            return Err(PackageError::TemplateMismatch(
+            return Err(ManifestError::TemplateMismatch(
                 "a browser storage state secret needs the browser template".to_owned(),
             ));
         }
         m.files = normalize_files(&m.files)?;
         check_path("entrypoint", &m.entrypoint)?;
         if !m.files.contains(&m.entrypoint) {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 "entrypoint",
                 format!("{:?} is not in the file list", m.entrypoint),
             ));
@@ -79,19 +79,19 @@ impl Manifest {
     }
 }
 
-fn check_description(schema: &Value) -> Result<(), PackageError> {
+fn check_description(schema: &Value) -> Result<(), ManifestError> {
     let description = schema
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or_default();
     if description.trim().is_empty() || description.len() > 8192 {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "arguments.description",
             "the tool description is 1 to 8192 bytes of text",
         ));
     }
     if !description.contains(SAME_TURN_CORRECTION_RULE) {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "arguments.description",
             "the tool description carries the shared same-turn correction rule",
         ));
@@ -99,7 +99,7 @@ fn check_description(schema: &Value) -> Result<(), PackageError> {
     Ok(())
 }
 
-fn check_id(field: &str, value: &str) -> Result<(), PackageError> {
+fn check_id(field: &str, value: &str) -> Result<(), ManifestError> {
     let ok = !value.is_empty()
         && value.len() <= 64
         && value.as_bytes()[0].is_ascii_lowercase()
@@ -109,7 +109,7 @@ fn check_id(field: &str, value: &str) -> Result<(), PackageError> {
     if ok {
         Ok(())
     } else {
-        Err(PackageError::invalid(
+        Err(ManifestError::invalid(
             field,
             format!(
                 "{value:?}: use 1-64 lower-case letters, digits, '_', '.', '-', starting with a letter"
@@ -118,9 +118,9 @@ fn check_id(field: &str, value: &str) -> Result<(), PackageError> {
     }
 }
 
-fn normalize_auth(auth: &AuthBinding) -> Result<AuthBinding, PackageError> {
+fn normalize_auth(auth: &AuthBinding) -> Result<AuthBinding, ManifestError> {
     if auth.secrets.is_empty() {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "auth.secrets",
             "each package has its own auth binding with at least one secret",
         ));
@@ -136,13 +136,13 @@ fn normalize_auth(auth: &AuthBinding) -> Result<AuthBinding, PackageError> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !ok {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 name_field,
                 format!("{:?}: use 1-64 lower-case letters, digits and '_'", s.name),
             ));
         }
         if !names.insert(s.name.as_str()) {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 name_field,
                 format!("secret `{}` is listed twice", s.name),
             ));
@@ -150,7 +150,7 @@ fn normalize_auth(auth: &AuthBinding) -> Result<AuthBinding, PackageError> {
         let env_field = format!("auth.secrets[{i}].env");
         check_env(&env_field, &s.env)?;
         if !envs.insert(s.env.as_str()) {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 env_field,
                 format!("variable {:?} is used twice", s.env),
             ));
@@ -161,13 +161,13 @@ fn normalize_auth(auth: &AuthBinding) -> Result<AuthBinding, PackageError> {
     Ok(AuthBinding { secrets })
 }
 
-fn check_policy_delivery(delivery: &PolicyDelivery, files: &[String]) -> Result<(), PackageError> {
+fn check_policy_delivery(delivery: &PolicyDelivery, files: &[String]) -> Result<(), ManifestError> {
     match delivery {
         PolicyDelivery::PerRequestEnvelope => {}
         PolicyDelivery::StaticCanary { file } => {
             check_path("policy_delivery.file", file)?;
             if !files.contains(file) {
-                return Err(PackageError::invalid(
+                return Err(ManifestError::invalid(
                     "policy_delivery.file",
                     format!("{file:?} is not in the file list"),
                 ));
@@ -177,7 +177,7 @@ fn check_policy_delivery(delivery: &PolicyDelivery, files: &[String]) -> Result<
     Ok(())
 }
 
-fn normalize_scope_labels(labels: &[ScopeBinding]) -> Result<Vec<ScopeBinding>, PackageError> {
+fn normalize_scope_labels(labels: &[ScopeBinding]) -> Result<Vec<ScopeBinding>, ManifestError> {
     let mut seen = BTreeSet::new();
     for (i, binding) in labels.iter().enumerate() {
         let label = binding.label.as_str();
@@ -190,19 +190,19 @@ fn normalize_scope_labels(labels: &[ScopeBinding]) -> Result<Vec<ScopeBinding>, 
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_')
             && !label.starts_with("__");
         if !ok {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 field,
                 format!("{label:?} is not a Prometheus label name"),
             ));
         }
         if !seen.insert(label.to_owned()) {
-            return Err(PackageError::invalid(
+            return Err(ManifestError::invalid(
                 field,
                 format!("label {label:?} is bound twice"),
             ));
         }
         binding.check_tiers().map_err(|e| {
-            PackageError::invalid(format!("scope_labels[{i}].tiers"), e.to_string())
+            ManifestError::invalid(format!("scope_labels[{i}].tiers"), e.to_string())
         })?;
     }
     let mut out: Vec<ScopeBinding> = labels
@@ -213,21 +213,21 @@ fn normalize_scope_labels(labels: &[ScopeBinding]) -> Result<Vec<ScopeBinding>, 
     Ok(out)
 }
 
-fn check_limits(limits: &Limits, provider: Provider) -> Result<(), PackageError> {
+fn check_limits(limits: &Limits, provider: Provider) -> Result<(), ManifestError> {
     if !(1..=600_000).contains(&limits.timeout_ms) {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "limits.timeout_ms",
             "must be 1 to 600000",
         ));
     }
     if !(1..=64).contains(&limits.concurrency) {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "limits.concurrency",
             "must be 1 to 64",
         ));
     }
     if !(1..=MAX_OUTPUT_BYTES_LIMIT).contains(&limits.max_output_bytes) {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "limits.max_output_bytes",
             format!("must be 1 to {MAX_OUTPUT_BYTES_LIMIT}"),
         ));
@@ -237,7 +237,7 @@ fn check_limits(limits: &Limits, provider: Provider) -> Result<(), PackageError>
         Provider::Manus | Provider::Wetech => 1,
     };
     if !(1..=max_batch).contains(&limits.max_batch) {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "limits.max_batch",
             format!("must be 1 to {max_batch} for the {provider} package"),
         ));

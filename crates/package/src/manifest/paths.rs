@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use super::error::ManifestError;
 use super::model::MANIFEST_FILE;
-use crate::PackageError;
 
 /// Checks one package-relative path: relative, `/`-separated, no `.` or `..` components,
 /// ASCII letters, digits and `._-+` only.
-pub(super) fn check_path(field: &str, path: &str) -> Result<(), PackageError> {
-    let invalid = |reason| PackageError::InvalidPath {
+pub(super) fn check_path(field: &str, path: &str) -> Result<(), ManifestError> {
+    let invalid = |reason| ManifestError::InvalidPath {
         field: field.to_owned(),
         path: path.to_owned(),
         reason,
@@ -22,13 +22,13 @@ pub(super) fn check_path(field: &str, path: &str) -> Result<(), PackageError> {
         || bytes[0] == b'\\'
         || (bytes.len() >= 2 && bytes[1] == b':' && bytes[0].is_ascii_alphabetic())
     {
-        return Err(PackageError::AbsolutePath {
+        return Err(ManifestError::AbsolutePath {
             field: field.to_owned(),
             path: path.to_owned(),
         });
     }
     if path.split(['/', '\\']).any(|c| c == "..") {
-        return Err(PackageError::PathTraversal {
+        return Err(ManifestError::PathTraversal {
             field: field.to_owned(),
             path: path.to_owned(),
         });
@@ -58,15 +58,15 @@ pub(super) fn check_path(field: &str, path: &str) -> Result<(), PackageError> {
     Ok(())
 }
 
-pub(super) fn normalize_files(files: &[String]) -> Result<Vec<String>, PackageError> {
+pub(super) fn normalize_files(files: &[String]) -> Result<Vec<String>, ManifestError> {
     if files.is_empty() {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "files",
             "a package has at least one file",
         ));
     }
     if files.len() > 1024 {
-        return Err(PackageError::invalid("files", "more than 1024 files"));
+        return Err(ManifestError::invalid("files", "more than 1024 files"));
     }
     let mut folded: BTreeMap<String, (usize, &str)> = BTreeMap::new();
     for (i, path) in files.iter().enumerate() {
@@ -75,12 +75,12 @@ pub(super) fn normalize_files(files: &[String]) -> Result<Vec<String>, PackageEr
         let lower = path.to_ascii_lowercase();
         if let Some((_, other)) = folded.get(&lower) {
             if *other == path.as_str() {
-                return Err(PackageError::DuplicatePath {
+                return Err(ManifestError::DuplicatePath {
                     field,
                     path: path.clone(),
                 });
             }
-            return Err(PackageError::CaseCollidingPath {
+            return Err(ManifestError::CaseCollidingPath {
                 field,
                 path: path.clone(),
                 other: (*other).to_owned(),
@@ -100,7 +100,7 @@ pub(super) fn normalize_files(files: &[String]) -> Result<Vec<String>, PackageEr
     }
     for (lower, (i, path)) in &folded {
         if let Some(below) = folders.get(lower) {
-            return Err(PackageError::PathConflict {
+            return Err(ManifestError::PathConflict {
                 field: format!("files[{i}]"),
                 path: (*path).to_owned(),
                 other: (*below).to_owned(),

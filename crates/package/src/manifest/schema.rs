@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::PackageError;
+use super::error::ManifestError;
 
 /// Keywords whose value is a map of names to subschemas.
 const SCHEMA_MAPS: [&str; 5] = [
@@ -36,9 +36,9 @@ fn is_provider_name(name: &str) -> bool {
 /// Refuses an argument schema that names a `provider` property anywhere (nested too, in
 /// definitions, in `required`), that leaves an object open to unnamed properties, or that
 /// refers to an external schema.
-pub(crate) fn check_argument_schema(schema: &Value) -> Result<(), PackageError> {
+pub(crate) fn check_argument_schema(schema: &Value) -> Result<(), ManifestError> {
     if !schema.is_object() {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             "arguments",
             "must be a JSON Schema object",
         ));
@@ -46,9 +46,9 @@ pub(crate) fn check_argument_schema(schema: &Value) -> Result<(), PackageError> 
     check_subschema(schema, "arguments", 0)
 }
 
-fn check_subschema(schema: &Value, at: &str, depth: usize) -> Result<(), PackageError> {
+fn check_subschema(schema: &Value, at: &str, depth: usize) -> Result<(), ManifestError> {
     if depth > 64 {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             at,
             "schema nests deeper than 64 levels",
         ));
@@ -56,14 +56,14 @@ fn check_subschema(schema: &Value, at: &str, depth: usize) -> Result<(), Package
     let map = match schema {
         Value::Object(map) => map,
         Value::Bool(_) => return Ok(()),
-        _ => return Err(PackageError::invalid(at, "not a JSON Schema")),
+        _ => return Err(ManifestError::invalid(at, "not a JSON Schema")),
     };
     if let Some(props) = map.get("properties") {
         let props = props
             .as_object()
-            .ok_or_else(|| PackageError::invalid(format!("{at}.properties"), "not an object"))?;
+            .ok_or_else(|| ManifestError::invalid(format!("{at}.properties"), "not an object"))?;
         if let Some(name) = props.keys().find(|k| is_provider_name(k)) {
-            return Err(PackageError::ProviderArgument {
+            return Err(ManifestError::ProviderArgument {
                 field: format!("{at}.properties.{name}"),
             });
         }
@@ -73,7 +73,7 @@ fn check_subschema(schema: &Value, at: &str, depth: usize) -> Result<(), Package
             .iter()
             .any(|r| r.as_str().is_some_and(is_provider_name))
     {
-        return Err(PackageError::ProviderArgument {
+        return Err(ManifestError::ProviderArgument {
             field: format!("{at}.required"),
         });
     }
@@ -86,14 +86,14 @@ fn check_subschema(schema: &Value, at: &str, depth: usize) -> Result<(), Package
         || ((typed_object || map.contains_key("properties"))
             && map.get("additionalProperties") != Some(&Value::Bool(false)))
     {
-        return Err(PackageError::OpenArgumentObject {
+        return Err(ManifestError::OpenArgumentObject {
             field: at.to_owned(),
         });
     }
     if let Some(reference) = map.get("$ref")
         && !reference.as_str().is_some_and(|r| r.starts_with("#/"))
     {
-        return Err(PackageError::invalid(
+        return Err(ManifestError::invalid(
             format!("{at}.$ref"),
             "only references inside the schema are allowed",
         ));

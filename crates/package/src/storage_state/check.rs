@@ -16,7 +16,8 @@ use super::{
     Cookie, Derivation, DerivedValue, LocalStorageEntry, MAX_JSON_DEPTH, OriginState, Role,
     StorageState, cookie_what, local_storage_what,
 };
-use crate::{MIN_SECRET_BYTES, PackageError};
+use crate::MIN_SECRET_BYTES;
+use crate::secrets::SecretError;
 
 /// What the check of a storage state found: each derived value, described by its cookie
 /// or localStorage entry and its part, with what the output guard does with it, and
@@ -137,7 +138,7 @@ pub enum ValueVerdict {
 ///
 /// Errors: the text is not `storageState` JSON (the message names `name` and a position,
 /// never a value).
-pub fn check(name: &str, state: &SecretString) -> Result<StorageStateReport, PackageError> {
+pub fn check(name: &str, state: &SecretString) -> Result<StorageStateReport, SecretError> {
     let parsed = StorageState::parse(name, state)?;
     let mut derive = Derivation {
         name,
@@ -262,7 +263,7 @@ impl Entry<'_> {
 fn settle(
     out: &mut Vec<DerivedValue>,
     start: usize,
-    derived: Result<(), PackageError>,
+    derived: Result<(), SecretError>,
     needles: &mut Vec<Zeroizing<Vec<u8>>>,
 ) -> Option<Range<usize>> {
     needles.extend(

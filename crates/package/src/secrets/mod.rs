@@ -8,9 +8,12 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
 use crate::{
-    GuardBuilder, OutputGuard, Package, PackageError, Revision, guard::GuardLimits,
-    manifest::SecretKind,
+    GuardBuilder, OutputGuard, Package, Revision, guard::GuardLimits, manifest::SecretKind,
 };
+
+mod error;
+
+pub use error::SecretError;
 
 /// Secret values by secret name, as the runtime's secret store hands them over.
 #[derive(Default)]
@@ -85,11 +88,11 @@ impl SecretBinding {
     /// them under 8 bytes ([`GuardBuilder::add_storage_state`]; its page state under 8
     /// bytes is left unguarded and listed in [`SecretBinding::report`]). The output guard
     /// is built here, with the package's output size cap.
-    pub fn bind(package: &Package, values: SecretValues) -> Result<Self, PackageError> {
+    pub fn bind(package: &Package, values: SecretValues) -> Result<Self, SecretError> {
         let manifest = package.manifest();
         let mut values = values.values;
         let max_output_bytes = usize::try_from(manifest.limits.max_output_bytes)
-            .map_err(|_| PackageError::invalid("limits.max_output_bytes", "too large"))?;
+            .map_err(|_| SecretError::invalid("limits.max_output_bytes", "too large"))?;
         let mut guard = GuardBuilder::new(GuardLimits {
             max_output_bytes,
             ..GuardLimits::default()
@@ -98,7 +101,7 @@ impl SecretBinding {
         for spec in &manifest.auth.secrets {
             let value = values
                 .remove(&spec.name)
-                .ok_or_else(|| PackageError::MissingSecret(spec.name.clone()))?;
+                .ok_or_else(|| SecretError::MissingSecret(spec.name.clone()))?;
             match spec.kind {
                 SecretKind::Value => guard.add_secret(&spec.name, &value)?,
                 SecretKind::BrowserStorageState => guard.add_storage_state(&spec.name, &value)?,
@@ -110,7 +113,7 @@ impl SecretBinding {
             });
         }
         if let Some(extra) = values.keys().next() {
-            return Err(PackageError::UnknownSecret(extra.clone()));
+            return Err(SecretError::UnknownSecret(extra.clone()));
         }
         Ok(SecretBinding {
             identity: package.identity().clone(),
@@ -134,9 +137,9 @@ impl SecretBinding {
 
     /// The environment for a fresh tool sandbox of `package`, produced only when its
     /// recomputed digest is the bound digest.
-    pub fn sandbox_env(&self, package: &Package) -> Result<SandboxEnv, PackageError> {
+    pub fn sandbox_env(&self, package: &Package) -> Result<SandboxEnv, SecretError> {
         if package.digest() != self.digest || package.identity() != &self.identity {
-            return Err(PackageError::BindingMismatch {
+            return Err(SecretError::BindingMismatch {
                 bound: self.identity.clone(),
                 bound_revision: self.revision,
                 bound_digest: self.digest,
@@ -197,8 +200,8 @@ pub struct BindingReport {
 
 impl BindingReport {
     /// The report as one JSON line (for an audit stream).
-    pub fn to_json_line(&self) -> Result<String, PackageError> {
-        serde_json::to_string(self).map_err(|source| PackageError::Json {
+    pub fn to_json_line(&self) -> Result<String, SecretError> {
+        serde_json::to_string(self).map_err(|source| SecretError::Json {
             what: "binding report".to_owned(),
             source,
         })

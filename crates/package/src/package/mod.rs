@@ -13,7 +13,11 @@ use evidence_result::{Digest, PackageId};
 use sha2::{Digest as _, Sha256};
 
 use crate::manifest::MANIFEST_FILE;
-use crate::{Manifest, PackageError, Revision, manifest::NormalizedManifest};
+use crate::{Manifest, Revision, manifest::NormalizedManifest};
+
+mod error;
+
+pub use error::{DigestMismatch, LoadError};
 
 /// The version tag that opens the digest framing of a deployable package (domain
 /// separation). Version 2: each file's content is hashed with BLAKE3-256 (version 1
@@ -113,12 +117,12 @@ impl PackageFile {
 
     /// The content's hash as framing `tag` takes it: SHA-256 for a source digest,
     /// BLAKE3-256 for a deployable one.
-    fn content_hash(&self, tag: &[u8]) -> Result<[u8; 32], PackageError> {
+    fn content_hash(&self, tag: &[u8]) -> Result<[u8; 32], LoadError> {
         match (&self.content, tag == SOURCE_DIGEST_TAG) {
             (Content::Held(bytes), true) => Ok(Sha256::digest(bytes).into()),
             (Content::Held(bytes), false) => Ok(*blake3::hash(bytes).as_bytes()),
             (Content::Blake3(hash), false) => Ok(*hash),
-            (Content::Blake3(_), true) => Err(PackageError::BuiltFileInSource(self.path.clone())),
+            (Content::Blake3(_), true) => Err(LoadError::BuiltFileInSource(self.path.clone())),
         }
     }
 }
@@ -149,14 +153,14 @@ impl Package {
     ///
     /// The manifest is normalized; the files must be exactly the listed ones, and the
     /// entrypoint must be executable.
-    pub fn new(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, PackageError> {
+    pub fn new(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, LoadError> {
         Package::build(manifest, files, PackageKind::Deployable)
     }
 
     /// Builds a package's reviewable source from a manifest and its files: exactly the
     /// listed files except the entrypoint, which must be absent (the tool binary is built
     /// in by packaging, never committed beside the source).
-    pub fn source(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, PackageError> {
+    pub fn source(manifest: &Manifest, files: Vec<PackageFile>) -> Result<Self, LoadError> {
         Package::build(manifest, files, PackageKind::Source)
     }
 
@@ -164,7 +168,7 @@ impl Package {
         manifest: &Manifest,
         files: Vec<PackageFile>,
         kind: PackageKind,
-    ) -> Result<Self, PackageError> {
+    ) -> Result<Self, LoadError> {
         let manifest = manifest.normalize()?;
         let mut files = files;
         files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
@@ -172,13 +176,13 @@ impl Package {
         let mut present = BTreeSet::new();
         for file in &files {
             if !present.insert(file.path.as_str()) {
-                return Err(PackageError::DuplicatePath {
+                return Err(LoadError::DuplicatePath {
                     field: "files".to_owned(),
                     path: file.path.clone(),
                 });
             }
             if !listed.contains(file.path.as_str()) {
-                return Err(PackageError::UnlistedFile(file.path.clone()));
+                return Err(LoadError::UnlistedFile(file.path.clone()));
             }
         }
         let entrypoint = manifest.entrypoint.as_str();
@@ -188,19 +192,19 @@ impl Package {
             .filter(expected)
             .find(|p| !present.contains(*p))
         {
-            return Err(PackageError::MissingFile((*missing).to_owned()));
+            return Err(LoadError::MissingFile((*missing).to_owned()));
         }
         let entry = files.iter().find(|f| f.path == manifest.entrypoint);
         let tag = match (kind, entry) {
             (PackageKind::Deployable, None) => {
-                return Err(PackageError::MissingFile(manifest.entrypoint.clone()));
+                return Err(LoadError::MissingFile(manifest.entrypoint.clone()));
             }
             (PackageKind::Deployable, Some(entry)) if !entry.executable => {
-                return Err(PackageError::EntrypointNotExecutable(entry.path.clone()));
+                return Err(LoadError::EntrypointNotExecutable(entry.path.clone()));
             }
             (PackageKind::Deployable, Some(_)) => PACKAGE_DIGEST_TAG,
             (PackageKind::Source, Some(entry)) => {
-                return Err(PackageError::BuiltFileInSource(entry.path.clone()));
+                return Err(LoadError::BuiltFileInSource(entry.path.clone()));
             }
             (PackageKind::Source, None) => SOURCE_DIGEST_TAG,
         };
@@ -217,8 +221,8 @@ impl Package {
     /// file, the entrypoint binary included, with its executable bit. Files the manifest
     /// does not list, symbolic links and other special files are refused. The digest is
     /// recomputed. A source folder (no entrypoint) is refused with
-    /// [`PackageError::MissingFile`].
-    pub fn load(dir: &Path) -> Result<Self, PackageError> {
+    /// [`LoadError::MissingFile`].
+    pub fn load(dir: &Path) -> Result<Self, LoadError> {
         let (manifest, files) = read_folder(dir, None)?;
         Package::new(&manifest, files)
     }
@@ -230,14 +234,14 @@ impl Package {
     /// folder's entrypoint path. The digest so covers the code that runs, not whatever
     /// a path names later. A running binary's file cannot be written (the kernel
     /// refuses with `ETXTBSY`), so it is hashed through a memory map, on every core.
-    pub fn load_running(dir: &Path, running: &Path) -> Result<Self, PackageError> {
+    pub fn load_running(dir: &Path, running: &Path) -> Result<Self, LoadError> {
         let (manifest, files) = read_folder(dir, Some(running))?;
         Package::new(&manifest, files)
     }
 
     /// Loads a package's reviewable source from its folder: like [`Package::load`], but
     /// the entrypoint must be absent (see [`Package::source`]).
-    pub fn load_source(dir: &Path) -> Result<Self, PackageError> {
+    pub fn load_source(dir: &Path) -> Result<Self, LoadError> {
         let (manifest, files) = read_folder(dir, None)?;
         Package::source(&manifest, files)
     }
@@ -245,7 +249,7 @@ impl Package {
     /// Loads a folder as whatever it is: deployable when the entrypoint is present,
     /// source otherwise. For catalogs that record either kind; a tool sandbox uses
     /// [`Package::load`].
-    pub fn load_any(dir: &Path) -> Result<Self, PackageError> {
+    pub fn load_any(dir: &Path) -> Result<Self, LoadError> {
         let (manifest, files) = read_folder(dir, None)?;
         let entrypoint = manifest.normalize()?.entrypoint.clone();
         if files.iter().any(|f| f.path == entrypoint) {
@@ -287,11 +291,11 @@ impl Package {
 
     /// Compares a digest written somewhere (a pin, a catalog file) with the recomputed
     /// one.
-    pub fn verify_digest(&self, stated: &Digest) -> Result<(), PackageError> {
+    pub fn verify_digest(&self, stated: &Digest) -> Result<(), DigestMismatch> {
         if *stated == self.digest {
             Ok(())
         } else {
-            Err(PackageError::DigestMismatch {
+            Err(DigestMismatch {
                 what: format!("{} {}", self.identity(), self.revision()),
                 stated: *stated,
                 actual: self.digest,
@@ -306,14 +310,13 @@ impl Package {
 fn read_folder(
     dir: &Path,
     running: Option<&Path>,
-) -> Result<(Manifest, Vec<PackageFile>), PackageError> {
+) -> Result<(Manifest, Vec<PackageFile>), LoadError> {
     let manifest_path = dir.join(MANIFEST_FILE);
     let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
-    let manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|source| PackageError::Json {
-            what: manifest_path.display().to_string(),
-            source,
-        })?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|source| LoadError::Json {
+        what: manifest_path.display().to_string(),
+        source,
+    })?;
     let entrypoint = manifest.normalize()?.entrypoint.clone();
     let mut walk = Walk {
         root: dir,
@@ -324,7 +327,7 @@ fn read_folder(
     };
     walk.collect(dir)?;
     if running.is_some() && !walk.running_found {
-        return Err(PackageError::MissingFile(entrypoint));
+        return Err(LoadError::MissingFile(entrypoint));
     }
     Ok((manifest, walk.files))
 }
@@ -350,7 +353,7 @@ fn package_digest(
     tag: &[u8],
     manifest: &NormalizedManifest,
     files: &[PackageFile],
-) -> Result<Digest, PackageError> {
+) -> Result<Digest, LoadError> {
     let mut sorted: Vec<&PackageFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     let mut h = Sha256::new();
@@ -368,21 +371,21 @@ fn package_digest(
     Ok(Digest::Sha256(h.finalize().into()))
 }
 
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, PackageError> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| PackageError::io(path, e))?;
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, LoadError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| LoadError::io(path, e))?;
     if !meta.file_type().is_file() {
-        return Err(PackageError::invalid(
+        return Err(LoadError::invalid(
             "files",
             format!("{} is not a regular file", path.display()),
         ));
     }
     if meta.len() > cap {
-        return Err(PackageError::invalid(
+        return Err(LoadError::invalid(
             "files",
             format!("{} is larger than {cap} bytes", path.display()),
         ));
     }
-    std::fs::read(path).map_err(|e| PackageError::io(path, e))
+    std::fs::read(path).map_err(|e| LoadError::io(path, e))
 }
 
 #[cfg(unix)]
@@ -406,22 +409,22 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn collect(&mut self, dir: &Path) -> Result<(), PackageError> {
-        let entries = std::fs::read_dir(dir).map_err(|e| PackageError::io(dir, e))?;
+    fn collect(&mut self, dir: &Path) -> Result<(), LoadError> {
+        let entries = std::fs::read_dir(dir).map_err(|e| LoadError::io(dir, e))?;
         let mut paths: Vec<PathBuf> = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| PackageError::io(dir, e))?;
+            let entry = entry.map_err(|e| LoadError::io(dir, e))?;
             paths.push(entry.path());
         }
         paths.sort();
         for path in paths {
-            let meta = std::fs::symlink_metadata(&path).map_err(|e| PackageError::io(&path, e))?;
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| LoadError::io(&path, e))?;
             let relative = path
                 .strip_prefix(self.root)
                 .ok()
                 .and_then(|p| p.to_str())
                 .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
-                .ok_or_else(|| PackageError::InvalidPath {
+                .ok_or_else(|| LoadError::InvalidPath {
                     field: "files".to_owned(),
                     path: path.display().to_string(),
                     reason: "not a UTF-8 path inside the package",
@@ -438,7 +441,7 @@ impl Walk<'_> {
                     PackageFile::new(relative, executable, read_capped(&path, MAX_FILE_BYTES)?)
                 } else if let Some(running) = self.running {
                     if !same_file(&meta, running, &path)? {
-                        return Err(PackageError::invalid(
+                        return Err(LoadError::invalid(
                             "entrypoint",
                             format!(
                                 "{} is not the file the running process was started from",
@@ -449,12 +452,12 @@ impl Walk<'_> {
                     self.running_found = true;
                     hash_running(relative, executable, running, meta.len())?
                 } else {
-                    let file = File::open(&path).map_err(|e| PackageError::io(&path, e))?;
+                    let file = File::open(&path).map_err(|e| LoadError::io(&path, e))?;
                     hash_file(relative, executable, &file, &path)?
                 };
                 self.files.push(file);
             } else {
-                return Err(PackageError::InvalidPath {
+                return Err(LoadError::InvalidPath {
                     field: "files".to_owned(),
                     path: relative,
                     reason: "symbolic links and special files are refused",
@@ -468,18 +471,14 @@ impl Walk<'_> {
 /// Whether the directory entry `meta` (of `path`) and the file `running` names are one
 /// file.
 #[cfg(unix)]
-fn same_file(meta: &std::fs::Metadata, running: &Path, path: &Path) -> Result<bool, PackageError> {
+fn same_file(meta: &std::fs::Metadata, running: &Path, path: &Path) -> Result<bool, LoadError> {
     use std::os::unix::fs::MetadataExt as _;
-    let running = std::fs::metadata(running).map_err(|e| PackageError::io(path, e))?;
+    let running = std::fs::metadata(running).map_err(|e| LoadError::io(path, e))?;
     Ok(meta.dev() == running.dev() && meta.ino() == running.ino())
 }
 
 #[cfg(not(unix))]
-fn same_file(
-    _meta: &std::fs::Metadata,
-    _running: &Path,
-    _path: &Path,
-) -> Result<bool, PackageError> {
+fn same_file(_meta: &std::fs::Metadata, _running: &Path, _path: &Path) -> Result<bool, LoadError> {
     Ok(false)
 }
 
@@ -490,9 +489,9 @@ fn hash_running(
     executable: bool,
     running: &Path,
     size: u64,
-) -> Result<PackageFile, PackageError> {
+) -> Result<PackageFile, LoadError> {
     if size > MAX_FILE_BYTES {
-        return Err(PackageError::invalid(
+        return Err(LoadError::invalid(
             "files",
             format!(
                 "{} is larger than {MAX_FILE_BYTES} bytes",
@@ -503,7 +502,7 @@ fn hash_running(
     let mut hasher = blake3::Hasher::new();
     hasher
         .update_mmap_rayon(running)
-        .map_err(|e| PackageError::io(running, e))?;
+        .map_err(|e| LoadError::io(running, e))?;
     Ok(PackageFile::hashed(
         relative,
         executable,
@@ -534,7 +533,7 @@ fn hash_file(
     executable: bool,
     file: &File,
     path: &Path,
-) -> Result<PackageFile, PackageError> {
+) -> Result<PackageFile, LoadError> {
     let mut hasher = blake3::Hasher::new();
     let mut block = vec![0u8; HASH_BLOCK_BYTES];
     let mut size: u64 = 0;
@@ -542,14 +541,14 @@ fn hash_file(
         let n = match read_at(file, &mut block, size) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(PackageError::io(path, e)),
+            Err(e) => return Err(LoadError::io(path, e)),
         };
         if n == 0 {
             break;
         }
         size += n as u64;
         if size > MAX_FILE_BYTES {
-            return Err(PackageError::invalid(
+            return Err(LoadError::invalid(
                 "files",
                 format!("{} is larger than {MAX_FILE_BYTES} bytes", path.display()),
             ));
