@@ -7,7 +7,7 @@ mod common;
 use common::{files, manifest, manifest_json, package};
 use evidence_package::{
     AgentProfile, Catalog, Package, Revision, error::CatalogError, error::ProfileError,
-    profile::Pin, profile::RevisionRef,
+    profile::Pin, profile::PinState, profile::RevisionRef,
 };
 use evidence_result::{PackageId, Provider};
 use serde_json::json;
@@ -38,6 +38,7 @@ fn profile(c: &Catalog) -> AgentProfile {
         digest: c.package(&id, rev(r)).unwrap().digest(),
         identity: id,
         revision: rev(r),
+        state: PinState::Installed,
     };
     AgentProfile {
         agent: "auto_oncall".to_owned(),
@@ -238,4 +239,194 @@ fn the_catalog_file_round_trips_with_recomputed_digests() {
         clinic_v2.digest,
         c.package(&PackageId::clinic(), rev(2)).unwrap().digest()
     );
+}
+
+/// The pin of a registered revision with its recomputed digest.
+fn pin_of(c: &Catalog, identity: PackageId, r: u32, state: PinState) -> Pin {
+    Pin {
+        digest: c.package(&identity, rev(r)).unwrap().digest(),
+        identity,
+        revision: rev(r),
+        state,
+    }
+}
+
+#[test]
+fn a_passive_pin_is_checked_like_a_pin_and_never_offered() {
+    let c = catalog();
+    let mut p = profile(&c);
+    p.rollback.clear();
+    p.pins
+        .push(pin_of(&c, PackageId::clinic(), 2, PinState::Passive));
+    let report = p.validate(&c).unwrap();
+    // Offered: the three installed pins, never the passive one.
+    let offered: Vec<(&str, Revision)> = report
+        .packages
+        .iter()
+        .map(|p| (p.identity.as_str(), p.revision))
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            ("managed_auto_oncall_clinic", rev(3)),
+            ("managed_auto_oncall_manus", rev(2)),
+            ("managed_auto_oncall_wetech", rev(2)),
+        ]
+    );
+    assert!(
+        report
+            .packages
+            .iter()
+            .all(|p| p.state == PinState::Installed)
+    );
+    assert!(report.offers(&PackageId::clinic(), rev(3)));
+    assert!(!report.offers(&PackageId::clinic(), rev(2)));
+    // The passive one is reported apart, with its recomputed digest.
+    assert_eq!(report.passive.len(), 1);
+    let passive = &report.passive[0];
+    assert_eq!(
+        (&passive.identity, passive.revision, passive.state),
+        (&PackageId::clinic(), rev(2), PinState::Passive)
+    );
+    assert_eq!(
+        passive.digest,
+        c.package(&PackageId::clinic(), rev(2)).unwrap().digest()
+    );
+
+    // Digest-exact and registered, like any pin.
+    let mut wrong = p.clone();
+    wrong.pins[3].digest = c.package(&PackageId::clinic(), rev(3)).unwrap().digest();
+    assert!(matches!(
+        wrong.validate(&c),
+        Err(ProfileError::DigestMismatch(_))
+    ));
+    let mut unknown = p.clone();
+    unknown.pins[3].revision = rev(9);
+    assert!(matches!(
+        unknown.validate(&c),
+        Err(ProfileError::UnknownRevision { .. })
+    ));
+    // The passive revision is no rollback candidate.
+    let mut rollback = p.clone();
+    rollback.rollback = profile(&c).rollback;
+    assert!(matches!(
+        rollback.validate(&c),
+        Err(ProfileError::InvalidRollback { reason, .. }) if reason.contains("passive")
+    ));
+}
+
+#[test]
+fn a_passive_revision_installed_for_the_agent_is_refused() {
+    // Pinned installed and passive at once.
+    let c = catalog();
+    let mut p = profile(&c);
+    p.pins
+        .push(pin_of(&c, PackageId::clinic(), 3, PinState::Passive));
+    let e = p.validate(&c).unwrap_err();
+    assert!(
+        matches!(&e, ProfileError::PassiveRevisionInstalled { identity, revision, .. }
+            if *identity == PackageId::clinic() && *revision == rev(3)),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "field `pins`: passive managed_auto_oncall_clinic v3 is installed for the agent: it is also pinned installed"
+    );
+
+    // Marked installed in the catalog (the identity has no installed pin).
+    let c = catalog();
+    let mut p = profile(&c);
+    p.pins[1].state = PinState::Passive;
+    let e = p.validate(&c).unwrap_err();
+    assert!(
+        matches!(&e, ProfileError::PassiveRevisionInstalled { identity, revision, .. }
+            if *identity == PackageId::manus() && *revision == rev(2)),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "field `pins`: passive managed_auto_oncall_manus v2 is installed for the agent: the catalog marks it installed"
+    );
+}
+
+#[test]
+fn an_identity_has_at_most_one_passive_pin() {
+    let mut c = catalog();
+    c.register(package(Provider::Clinic, 4)).unwrap();
+    let mut p = profile(&c);
+    p.rollback.clear();
+    p.pins
+        .push(pin_of(&c, PackageId::clinic(), 2, PinState::Passive));
+    p.validate(&c).unwrap();
+    // The same passive pin twice, and two passive revisions of one identity.
+    for other in [2, 4] {
+        let mut twice = p.clone();
+        twice
+            .pins
+            .push(pin_of(&c, PackageId::clinic(), other, PinState::Passive));
+        assert!(
+            matches!(twice.validate(&c), Err(ProfileError::DuplicatePassivePin(id)) if id == PackageId::clinic()),
+            "v{other}"
+        );
+    }
+    // Still at most one installed pin per identity.
+    let mut two = p.clone();
+    two.pins[3].state = PinState::Installed;
+    assert!(matches!(
+        two.validate(&c),
+        Err(ProfileError::DuplicatePin(_))
+    ));
+    // Every identity is pinned, installed or passive.
+    let mut none = p.clone();
+    none.pins.remove(1);
+    assert!(
+        matches!(none.validate(&c), Err(ProfileError::MissingPin(id)) if id == PackageId::manus())
+    );
+}
+
+#[test]
+fn one_line_of_the_profile_switches_a_provider_from_passive_to_installed() {
+    // Manus v2 is registered but not installed: the provider is not offered yet.
+    let mut c = catalog();
+    c.uninstall(&PackageId::manus(), rev(2)).unwrap();
+    let mut p = profile(&c);
+    p.pins[1].state = PinState::Passive;
+    let passive_text = serde_json::to_string_pretty(&p).unwrap();
+    let report = AgentProfile::from_json(&passive_text)
+        .unwrap()
+        .validate(&c)
+        .unwrap();
+    assert!(!report.offers(&PackageId::manus(), rev(2)));
+    assert_eq!(report.packages.len(), 2);
+    assert_eq!(report.passive[0].identity, PackageId::manus());
+
+    // The switch: one line of the profile ...
+    let installed_text = passive_text.replace(r#""state": "passive""#, r#""state": "installed""#);
+    let changed: Vec<(&str, &str)> = passive_text
+        .lines()
+        .zip(installed_text.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            r#"      "state": "passive""#,
+            r#"      "state": "installed""#
+        )]
+    );
+    assert_eq!(passive_text.lines().count(), installed_text.lines().count());
+    let installed = AgentProfile::from_json(&installed_text).unwrap();
+    // ... together with the revision's `installed` flag in the catalog, which is what
+    // installs it for the agent: without it the pin is refused, never half-offered.
+    assert!(matches!(
+        installed.validate(&c),
+        Err(ProfileError::PinNotInstalled { .. })
+    ));
+    c.install(&PackageId::manus(), rev(2)).unwrap();
+    let report = installed.validate(&c).unwrap();
+    assert!(report.offers(&PackageId::manus(), rev(2)));
+    assert_eq!(report.packages.len(), 3);
+    assert!(report.passive.is_empty());
+    // An installed pin is written without `state`: today's profiles read unchanged.
+    assert!(!serde_json::to_string(&installed).unwrap().contains("state"));
 }

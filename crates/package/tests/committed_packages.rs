@@ -187,6 +187,9 @@ fn committed_catalog_loads_and_the_auto_oncall_profile_validates() {
             ("managed_auto_oncall_wetech".to_owned(), "v2".to_owned()),
         ]
     );
+    // Every committed pin is installed, so every one is offered; none is passive.
+    assert!(report.passive.is_empty());
+    assert!(report.packages.iter().all(|p| p.state.is_installed()));
     // Three independent identities: own secrets, own hosts, own audit streams.
     let secrets: BTreeSet<&String> = report.packages.iter().flat_map(|p| &p.secrets).collect();
     assert_eq!(
