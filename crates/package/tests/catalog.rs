@@ -333,20 +333,13 @@ fn a_passive_revision_installed_for_the_agent_is_refused() {
         "field `pins`: passive managed_auto_oncall_clinic v3 is installed for the agent: it is also pinned installed"
     );
 
-    // Marked installed in the catalog (the identity has no installed pin).
+    // Deployed (marked installed in the catalog) but passive: valid, and not offered.
     let c = catalog();
     let mut p = profile(&c);
     p.pins[1].state = PinState::Passive;
-    let e = p.validate(&c).unwrap_err();
-    assert!(
-        matches!(&e, ProfileError::PassiveRevisionInstalled { identity, revision, .. }
-            if *identity == PackageId::manus() && *revision == rev(2)),
-        "{e:?}"
-    );
-    assert_eq!(
-        e.to_string(),
-        "field `pins`: passive managed_auto_oncall_manus v2 is installed for the agent: the catalog marks it installed"
-    );
+    let report = p.validate(&c).unwrap();
+    assert!(!report.offers(&PackageId::manus(), rev(2)));
+    assert_eq!(report.passive[0].identity, PackageId::manus());
 }
 
 #[test]
@@ -386,9 +379,9 @@ fn an_identity_has_at_most_one_passive_pin() {
 
 #[test]
 fn one_line_of_the_profile_switches_a_provider_from_passive_to_installed() {
-    // Manus v2 is registered but not installed: the provider is not offered yet.
-    let mut c = catalog();
-    c.uninstall(&PackageId::manus(), rev(2)).unwrap();
+    // Manus v2 is deployed (installed in the catalog) and pinned passive: the provider
+    // is run by the canary but not offered yet.
+    let c = catalog();
     let mut p = profile(&c);
     p.pins[1].state = PinState::Passive;
     let passive_text = serde_json::to_string_pretty(&p).unwrap();
@@ -415,14 +408,8 @@ fn one_line_of_the_profile_switches_a_provider_from_passive_to_installed() {
         )]
     );
     assert_eq!(passive_text.lines().count(), installed_text.lines().count());
+    // ... and nothing else: the catalog already deploys the revision.
     let installed = AgentProfile::from_json(&installed_text).unwrap();
-    // ... together with the revision's `installed` flag in the catalog, which is what
-    // installs it for the agent: without it the pin is refused, never half-offered.
-    assert!(matches!(
-        installed.validate(&c),
-        Err(ProfileError::PinNotInstalled { .. })
-    ));
-    c.install(&PackageId::manus(), rev(2)).unwrap();
     let report = installed.validate(&c).unwrap();
     assert!(report.offers(&PackageId::manus(), rev(2)));
     assert_eq!(report.packages.len(), 3);

@@ -32,14 +32,17 @@ impl AgentProfile {
     /// an identity of the three without a pin, or with more than one installed or more
     /// than one passive pin; a pin to an unknown revision or with a digest other than the
     /// recomputed one; an installed pin to a revision the catalog does not mark
-    /// installed; a passive pin to a revision installed for the agent (also pinned
-    /// installed, or marked installed in the catalog); an identity with two installed
+    /// installed (deployed); a passive pin to a revision the profile also pins installed
+    /// (a passive revision is never installed for the agent); an identity with two installed
     /// revisions; a rollback revision that is installed, pinned (installed or passive),
     /// unknown or not the only one of its identity; two identities sharing a secret name
     /// or an audit stream; an unrestricted or empty network; a `provider` argument
     /// anywhere.
     ///
-    /// The report's `packages` are what the model is offered: the installed pins only.
+    /// The report's `packages` are what the model is offered: the installed pins only. A
+    /// passive pin may name a revision the catalog marks installed (deployed, so a canary
+    /// can run it): the profile's pin state alone decides whether the model is offered it,
+    /// so switching a provider from passive to installed is the one line of its `state`.
     pub fn validate(&self, catalog: &Catalog) -> Result<ProfileReport, ProfileError> {
         self.check_agent()?;
         let pins = self.pins_by_identity()?;
@@ -206,7 +209,7 @@ fn pinned_packages(
 }
 
 /// One pin: a registered revision whose recomputed digest is the pinned one, installed
-/// in the catalog when the pin is installed and uninstalled when it is passive, with a
+/// (deployed) in the catalog when the pin is installed, with a
 /// restricted, non-empty network and an argument schema without a `provider`.
 fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, ProfileError> {
     let package = catalog
@@ -215,22 +218,13 @@ fn pinned_package(pin: &Pin, catalog: &Catalog) -> Result<PinnedPackage, Profile
             identity: pin.identity.clone(),
             revision: pin.revision,
         })?;
-    let installed = catalog.is_installed(&pin.identity, pin.revision);
-    match pin.state {
-        PinState::Installed if !installed => {
-            return Err(ProfileError::PinNotInstalled {
-                identity: pin.identity.clone(),
-                revision: pin.revision,
-            });
-        }
-        PinState::Passive if installed => {
-            return Err(ProfileError::PassiveRevisionInstalled {
-                identity: pin.identity.clone(),
-                revision: pin.revision,
-                reason: "the catalog marks it installed",
-            });
-        }
-        PinState::Installed | PinState::Passive => {}
+    // An installed pin needs its revision deployed; a passive one may be deployed or not
+    // (the canary runs deployed folders): it is never offered either way.
+    if pin.state.is_installed() && !catalog.is_installed(&pin.identity, pin.revision) {
+        return Err(ProfileError::PinNotInstalled {
+            identity: pin.identity.clone(),
+            revision: pin.revision,
+        });
     }
     package.verify_digest(&pin.digest)?;
     let manifest = package.manifest();

@@ -2,7 +2,8 @@
 //! target ([`plan`](self) of the seed's incidents) through the deployed packages' own
 //! binaries, a process per call as a sandbox runs it, under real envelopes and the turn
 //! ledger's admission, and writes the rollout evidence ([`RolloutReport`], JSON and a
-//! Markdown summary) that decides whether a passive revision may be installed.
+//! Markdown summary) that decides whether a passive revision may be installed
+//! ([`justifies`]).
 //!
 //! The `canary` binary is the command; pointed at the real endpoints it is the cutover
 //! check, pointed at the local fronts it is tested.
@@ -10,6 +11,7 @@
 mod deployment;
 mod error;
 mod invoke;
+mod justify;
 mod markdown;
 mod plan;
 mod report;
@@ -17,6 +19,7 @@ mod run;
 
 pub use deployment::{Deployment, DeploymentFile, EnvelopeSource, PackageEntry};
 pub use error::RolloutError;
+pub use justify::justifies;
 pub use markdown::summary;
 pub use plan::{APID_29213_END, APID_29213_START, ST_2865_END, ST_2865_START};
 pub use report::{
