@@ -11,11 +11,11 @@ use secrecy::SecretString;
 use serde::Serialize;
 use zeroize::Zeroizing;
 
-use super::rule::{self, Refusal, Treatment};
-use super::{
-    Cookie, Derivation, DerivedValue, LocalStorageEntry, MAX_JSON_DEPTH, OriginState, Role,
-    StorageState, cookie_what, local_storage_what,
+use super::derive::{
+    Derivation, DerivedValue, MAX_JSON_DEPTH, Role, cookie_what, local_storage_what,
 };
+use super::model::{Cookie, LocalStorageEntry, OriginState, StorageState};
+use super::rule::{self, Refusal, Treatment};
 use crate::MIN_SECRET_BYTES;
 use crate::secrets::SecretError;
 

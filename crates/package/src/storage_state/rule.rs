@@ -4,8 +4,12 @@
 //! redactor's values ([`StorageState::protected_values`](super::StorageState::protected_values))
 //! and the rotation check ([`check`](super::check)) all decide through it.
 
-use super::{DerivedValue, Role};
+use secrecy::SecretString;
+
+use super::derive::{DerivedValue, Role, derive_from};
+use super::model::StorageState;
 use crate::MIN_SECRET_BYTES;
+use crate::secrets::SecretError;
 
 /// What the output guard does with one derived value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,5 +65,24 @@ pub(crate) fn refusal(derived: &[DerivedValue]) -> Option<Refusal<'_>> {
         None
     } else {
         Some(Refusal::NoCredential)
+    }
+}
+
+impl StorageState {
+    /// Every value of the state that the output guard protects and that a redactor of
+    /// provider text must cover (see [`storage_state_values`](super::storage_state_values)); `name` is the secret's
+    /// name, for errors.
+    pub fn protected_values(&self, name: &str) -> Result<Vec<SecretString>, SecretError> {
+        Ok(derive_from(name, self)?
+            .into_iter()
+            .filter(|d| matches!(treatment(d), Treatment::Guarded))
+            // A value that is not UTF-8 (a percent-decoding of other bytes) never
+            // appears in text as itself; the guard searches its encodings.
+            .filter_map(|d| {
+                std::str::from_utf8(&d.value)
+                    .ok()
+                    .map(|v| SecretString::from(v.to_owned()))
+            })
+            .collect())
     }
 }
