@@ -142,6 +142,17 @@ async fn canary(args: Vec<String>, env: Vec<(&'static str, String)>) -> (i32, St
     .await
 }
 
+/// `canary --deployment FILE --out OUT` with `env`.
+async fn run_canary(file: &Path, out: &Path, env: Env) -> (i32, String, String) {
+    let args = vec![
+        "--deployment".to_owned(),
+        file.display().to_string(),
+        "--out".to_owned(),
+        out.display().to_string(),
+    ];
+    canary(args, env).await
+}
+
 fn write_json(path: &Path, value: &Value) -> PathBuf {
     std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
     path.to_owned()
@@ -228,16 +239,7 @@ async fn every_provider_verified_then_the_stopped_front_unverified() {
 
     // All fronts up: every provider and target verified, exit 0.
     let out = dir.path().join("run-1");
-    let (code, stdout, stderr) = canary(
-        vec![
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-        ],
-        env.clone(),
-    )
-    .await;
+    let (code, stdout, stderr) = run_canary(&file, &out, env.clone()).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     let (_, report) = read_report(&out);
     assert!(report.verified, "{report:#?}");
@@ -283,16 +285,7 @@ async fn every_provider_verified_then_the_stopped_front_unverified() {
     // other providers still verified.
     drop(fronts.clinic.take());
     let out = dir.path().join("run-2");
-    let (code, stdout, stderr) = canary(
-        vec![
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-        ],
-        env.clone(),
-    )
-    .await;
+    let (code, stdout, stderr) = run_canary(&file, &out, env.clone()).await;
     assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
     assert!(
         stdout.contains("clinic: NOT verified (not verified: SaaS01, SaaS02)"),
@@ -382,16 +375,7 @@ async fn envelopes_signed_ahead_from_the_written_policies() {
         std::fs::write(ahead.join(format!("{key}.envelope")), envelope).unwrap();
     }
     let out = dir.path().join("run");
-    let (code, stdout, stderr) = canary(
-        vec![
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-        ],
-        env.clone(),
-    )
-    .await;
+    let (code, stdout, stderr) = run_canary(&file, &out, env.clone()).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     let (_, report) = read_report(&out);
     assert!(report.verified);
@@ -409,16 +393,7 @@ async fn envelopes_signed_ahead_from_the_written_policies() {
     // An envelope signed ahead that is gone: that target unverified, not a crash.
     std::fs::remove_file(ahead.join("clinic-SaaS02.envelope")).unwrap();
     let out = dir.path().join("run-missing");
-    let (code, stdout, _) = canary(
-        vec![
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-        ],
-        env,
-    )
-    .await;
+    let (code, stdout, _) = run_canary(&file, &out, env).await;
     assert_eq!(code, 1, "{stdout}");
     let (_, report) = read_report(&out);
     let saas02 = target(&report, "SaaS02");
@@ -492,16 +467,7 @@ async fn refuses_a_deployment_it_cannot_use() {
     for (i, (file, env, message)) in cases.into_iter().enumerate() {
         let file = write_json(&dir.path().join(format!("deployment-{i}.json")), &file);
         let out = dir.path().join(format!("out-{i}"));
-        let (code, stdout, stderr) = canary(
-            vec![
-                "--deployment".into(),
-                file.display().to_string(),
-                "--out".into(),
-                out.display().to_string(),
-            ],
-            env,
-        )
-        .await;
+        let (code, stdout, stderr) = run_canary(&file, &out, env).await;
         assert_eq!(code, 2, "case {i}: {stdout}{stderr}");
         assert!(stderr.contains(message), "case {i}: {stderr}");
         assert!(
