@@ -44,19 +44,13 @@ fn setup() -> Setup {
             .unwrap();
         (p, f)
     });
-    let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
-    let now = jiff::Timestamp::now();
-    let policy: TrustedPolicy = serde_json::from_value(json!({
-        "policy_id": "pol-bench", "ticket": "APID-29213", "provider": "clinic",
-        "package": "managed_auto_oncall_clinic", "account": "acct-bench",
-        "cluster": {"id": "SaaS01", "tier": "dedicated"}, "operation": "query_range",
-        "window": {"start": ts(support::APID_29213_START), "end": ts(support::APID_29213_END)},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 20,
-                   "max_series_kept": 10, "max_calls_per_turn": 8},
-        "issued_at": now.to_string(),
-        "expires_at": (now + jiff::SignedDuration::from_hours(1)).to_string(),
-    }))
+    let policy: TrustedPolicy = serde_json::from_value(support::policy::apid_29213_now(
+        "clinic",
+        "managed_auto_oncall_clinic",
+        json!({"policy_id": "pol-bench", "account": "acct-bench",
+               "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 20,
+                          "max_series_kept": 10, "max_calls_per_turn": 8}}),
+    ))
     .unwrap();
     let queries: Vec<_> = (1..=20)
         .map(|k| json!({

@@ -30,6 +30,9 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const KID: &str = "large-answer";
+/// How long the fixture's policies stay valid: twelve hours, longer than any run of the
+/// driver it serves.
+const FIXTURE_VALIDITY: jiff::SignedDuration = jiff::SignedDuration::from_hours(12);
 
 fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -260,7 +263,6 @@ fn policy(query: &support::FixtureQuery, provider: &Value) -> Result<Value, Box<
     let ts = |s: i64| -> Result<String, Box<dyn Error>> {
         Ok(jiff::Timestamp::from_second(s)?.to_string())
     };
-    let now = jiff::Timestamp::now();
     let mut policy = json!({
         "policy_id": "pol-large-answer", "ticket": "TIKV-5000", "account": "acct-bench",
         "cluster": {"id": support::TIKV_THREADS_CLUSTER, "tier": "dedicated"},
@@ -269,8 +271,6 @@ fn policy(query: &support::FixtureQuery, provider: &Value) -> Result<Value, Box<
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15,
                    "max_series_kept": 10, "max_calls_per_turn": 8},
-        "issued_at": now.to_string(),
-        "expires_at": (now + jiff::SignedDuration::from_hours(12)).to_string(),
     });
     if let Some(fields) = provider.as_object() {
         for (key, value) in fields {
@@ -284,7 +284,11 @@ fn policy(query: &support::FixtureQuery, provider: &Value) -> Result<Value, Box<
             }
         }
     }
-    Ok(policy)
+    Ok(support::policy::issued(
+        policy,
+        jiff::Timestamp::now(),
+        FIXTURE_VALIDITY,
+    ))
 }
 
 /// A copy of the committed package source `identity`/`revision` whose network

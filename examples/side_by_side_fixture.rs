@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const KID: &str = "side-by-side";
+/// How long the fixture's policies stay valid: twelve hours, longer than any run of the
+/// driver it serves.
+const FIXTURE_VALIDITY: jiff::SignedDuration = jiff::SignedDuration::from_hours(12);
 
 fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -117,8 +120,7 @@ fn policy(
     let ts = |s: i64| -> Result<String, Box<dyn Error>> {
         Ok(jiff::Timestamp::from_second(s)?.to_string())
     };
-    let now = jiff::Timestamp::now();
-    Ok(json!({
+    let policy = json!({
         "policy_id": format!("pol-side-by-side-{}", query.name), "ticket": ticket,
         "provider": "clinic", "package": "managed_auto_oncall_clinic", "account": "acct-bench",
         "cluster": {"id": cluster, "tier": "dedicated"}, "operation": "query_range",
@@ -126,9 +128,12 @@ fn policy(
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
                    "max_series_kept": 10, "max_calls_per_turn": 8},
-        "issued_at": now.to_string(),
-        "expires_at": (now + jiff::SignedDuration::from_hours(12)).to_string(),
-    }))
+    });
+    Ok(support::policy::issued(
+        policy,
+        jiff::Timestamp::now(),
+        FIXTURE_VALIDITY,
+    ))
 }
 
 /// A copy of the committed Clinic v3 source whose network allowlist is the loopback

@@ -58,9 +58,8 @@ pub(crate) fn policy(
     end: i64,
     extra: Value,
 ) -> Result<TrustedPolicy, Box<dyn Error>> {
-    let now = jiff::Timestamp::now();
     let ts = |s: i64| jiff::Timestamp::from_second(s).map(|t| t.to_string());
-    let mut value = json!({
+    let mut value = evidence_test_support::policy::issued_now(json!({
         "policy_id": id,
         "ticket": ticket,
         "provider": package.manifest().provider,
@@ -72,9 +71,7 @@ pub(crate) fn policy(
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
                    "max_series_kept": 10, "max_calls_per_turn": 8},
-        "issued_at": now.to_string(),
-        "expires_at": (now + jiff::SignedDuration::from_hours(1)).to_string(),
-    });
+    }));
     if let (Some(obj), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
         for (k, v) in extra {
             obj.insert(k.clone(), v.clone());

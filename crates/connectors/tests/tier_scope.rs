@@ -40,8 +40,6 @@ fn policy(
     parent: Option<&str>,
     keyspace: Option<&str>,
 ) -> TrustedPolicy {
-    let at = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
-    let now = jiff::Timestamp::now().as_second();
     let mut c = json!({"id": cluster, "tier": tier});
     if let Some(p) = parent {
         c["parent_id"] = json!(p);
@@ -49,21 +47,11 @@ fn policy(
     if let Some(k) = keyspace {
         c["keyspace_id"] = json!(k);
     }
-    let p: TrustedPolicy = serde_json::from_value(json!({
-        "policy_id": format!("pol-tier-{tier}"),
-        "ticket": "APID-29213",
-        "provider": "clinic",
-        "package": "managed_auto_oncall_clinic",
-        "account": "acct-saas",
-        "cluster": c,
-        "operation": "query_range",
-        "window": {"start": at(APID_29213_START), "end": at(APID_29213_END)},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
-                   "max_series_kept": 20, "max_calls_per_turn": 12},
-        "issued_at": at(now - 60),
-        "expires_at": at(now + 3600),
-    }))
+    let p: TrustedPolicy = serde_json::from_value(policy::apid_29213_now(
+        "clinic",
+        "managed_auto_oncall_clinic",
+        json!({"policy_id": format!("pol-tier-{tier}"), "cluster": c}),
+    ))
     .unwrap();
     p.validate().unwrap();
     p

@@ -26,7 +26,7 @@ use url::Url;
 
 fn policy() -> TrustedPolicy {
     let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
-    let p: TrustedPolicy = serde_json::from_value(json!({
+    let p = json!({
         "policy_id": "pol-tikv-threads-wetech",
         "ticket": "TIKV-5000",
         "provider": "wetech",
@@ -40,10 +40,9 @@ fn policy() -> TrustedPolicy {
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
                    "max_series_kept": 10, "max_calls_per_turn": 12},
-        "issued_at": ts(TIKV_THREADS_END),
-        "expires_at": ts(TIKV_THREADS_END + 3600),
-    }))
-    .unwrap();
+    });
+    let at = jiff::Timestamp::from_second(TIKV_THREADS_END).unwrap();
+    let p: TrustedPolicy = serde_json::from_value(policy::issued(p, at, policy::VALIDITY)).unwrap();
     p.validate().unwrap();
     p
 }

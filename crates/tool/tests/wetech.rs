@@ -56,9 +56,7 @@ fn wetech_policy() -> Value {
         "wetech",
         "managed_auto_oncall_wetech",
         json!({"wetech_query_ids": ["tidb_cpu", "session_canary"],
-               "wetech_datasource": GrafanaFront::DATASOURCE_UID, "limits": {
-            "max_points_per_series": 11000, "min_step": 15, "max_batch": 1,
-            "max_series_kept": 5, "max_calls_per_turn": 8}}),
+               "wetech_datasource": GrafanaFront::DATASOURCE_UID, "limits": limits(1)}),
     )
 }
 

@@ -16,7 +16,7 @@ use evidence_result::{
 };
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, FIGURE_TOLERANCE, Fault, FaultControl, Fixture,
-    RecordedRequest, TIDB_CPU, TIDB_CPU_SATURATION, TIDB_MANY_TO_MANY, TIDB_MAXPROCS,
+    RecordedRequest, TIDB_CPU, TIDB_CPU_SATURATION, TIDB_MANY_TO_MANY, TIDB_MAXPROCS, policy,
 };
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
@@ -187,25 +187,17 @@ pub(crate) fn trusted_policy(
     extras: Value,
 ) -> TrustedPolicy {
     let at = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
-    let now = jiff::Timestamp::now();
-    let mut v = json!({
+    let mut fields = json!({
         "policy_id": format!("pol-conformance-{}", provider.as_str()),
-        "ticket": "APID-29213",
-        "provider": provider,
-        "package": package,
-        "account": "acct-saas",
         "cluster": {"id": cluster, "tier": "dedicated"},
-        "operation": "query_range",
         "window": {"start": at(window.0), "end": at(window.1)},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 8,
-                   "max_series_kept": 20, "max_calls_per_turn": 12},
-        "issued_at": at(now.as_second() - 60),
-        "expires_at": at(now.as_second() + 3600),
     });
-    if let (Some(obj), Some(extra)) = (v.as_object_mut(), extras.as_object()) {
+    if let (Some(obj), Some(extra)) = (fields.as_object_mut(), extras.as_object()) {
         obj.extend(extra.clone());
     }
+    let v = policy::apid_29213_now(provider.as_str(), package.as_str(), fields);
+    // Read after the issue, so that the policy is valid at the time it is verified at.
+    let now = jiff::Timestamp::now();
     let policy: TrustedPolicy = serde_json::from_value(v).unwrap();
     let signer = PolicySigner::from_base64(
         KeyId::new("conf2026").unwrap(),

@@ -29,7 +29,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::support::{
-    audit_records, deploy, entrypoint, new_ledger, policy, runtime_env_sharing, sign,
+    audit_records, deploy, entrypoint, limits, new_ledger, policy, runtime_env_sharing, sign,
 };
 
 /// The id of the trusted policy of the diagnosed turn, the same in each package's
@@ -196,8 +196,6 @@ impl Deployment {
 
         let dir = tempfile::tempdir().unwrap();
         let ledger = new_ledger(dir.path());
-        let wetech_limits = json!({"max_points_per_series": 11000, "min_step": 15,
-            "max_batch": 1, "max_series_kept": 5, "max_calls_per_turn": 8});
         let mut packages = Vec::new();
         for (tool, revision, binary, extra, deployment, own) in [
             (
@@ -228,7 +226,7 @@ impl Deployment {
                 crate::support::WETECH_TOOL,
                 json!({"wetech_query_ids": ["tidb_cpu"],
                        "wetech_datasource": GrafanaFront::DATASOURCE_UID,
-                       "limits": wetech_limits.clone()}),
+                       "limits": limits(1)}),
                 vec![
                     ("WETECH_GRAFANA_URL", grafana.base_url()),
                     ("WETECH_CHROMIUM", chromium.path().display().to_string()),

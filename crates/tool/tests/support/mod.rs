@@ -97,25 +97,23 @@ pub fn entrypoint(package_dir: &Path) -> PathBuf {
     package_dir.join(manifest["entrypoint"].as_str().unwrap())
 }
 
-/// A trusted policy for the APID-29213 window, valid for an hour from now.
+/// The limits of the tests' policies, with `max_batch` queries to a call.
+pub fn limits(max_batch: u32) -> Value {
+    json!({"max_points_per_series": 11000, "min_step": 15, "max_batch": max_batch,
+           "max_series_kept": 5, "max_calls_per_turn": 8})
+}
+
+/// A trusted policy for the APID-29213 window, valid for an hour from now: the
+/// committed APID-29213 policy as `pol-entrypoint-test` of `acct-test` with
+/// [`limits`]`(4)`, with the fields of `extra` put over it.
 pub fn policy(provider: &str, package: &str, extra: Value) -> Value {
-    let now = jiff::Timestamp::now();
-    let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
-    let mut p = json!({
-        "policy_id": "pol-entrypoint-test", "ticket": "APID-29213", "provider": provider,
-        "package": package, "account": "acct-test",
-        "cluster": {"id": "SaaS01", "tier": "dedicated"}, "operation": "query_range",
-        "window": {"start": ts(test_support::APID_29213_START), "end": ts(test_support::APID_29213_END)},
-        "lookback": 3600,
-        "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
-                   "max_series_kept": 5, "max_calls_per_turn": 8},
-        "issued_at": now.to_string(),
-        "expires_at": (now + jiff::SignedDuration::from_hours(1)).to_string(),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        p[k] = v.clone();
-    }
-    p
+    let mut fields = json!({"policy_id": "pol-entrypoint-test", "account": "acct-test",
+                            "limits": limits(4)});
+    fields
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    test_support::policy::apid_29213_now(provider, package, fields)
 }
 
 /// Runs `bin` with exactly `env` (plus `PATH`), `stdin` as its input; returns the exit
