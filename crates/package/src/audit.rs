@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use thiserror::Error;
 
+use crate::problem::{InvalidField, JsonError};
 use crate::{Package, Revision};
 
 /// What the runtime knows about a call besides its result: trusted identifiers only, never
@@ -246,10 +247,8 @@ impl AuditRecord {
 
     /// The record as one line of JSON (no trailing newline).
     pub fn to_json_line(&self) -> Result<String, AuditError> {
-        serde_json::to_string(self).map_err(|source| AuditError::Json {
-            what: "audit record".to_owned(),
-            source,
-        })
+        serde_json::to_string(self)
+            .map_err(|source| AuditError::Json(JsonError::new("audit record".to_owned(), source)))
     }
 }
 
@@ -258,29 +257,15 @@ impl AuditRecord {
 #[non_exhaustive]
 pub enum AuditError {
     /// A field has a value outside its documented shape or range.
-    #[error("field `{field}`: {reason}")]
-    InvalidField {
-        /// The offending field.
-        field: String,
-        /// Why it is refused.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidField(#[from] InvalidField),
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
 }
 
 impl AuditError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        AuditError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        AuditError::InvalidField(InvalidField::new(field, reason))
     }
 }

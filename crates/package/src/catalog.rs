@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::package::{DigestMismatch, LoadError};
+use crate::problem::{JsonError, ReadError};
 use crate::{Package, Revision};
 
 /// The file in a packages folder that lists registered revisions and their install state.
@@ -71,11 +72,9 @@ impl Catalog {
     pub fn load(root: &Path) -> Result<Self, CatalogError> {
         let path = root.join(CATALOG_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| CatalogError::io(&path, e))?;
-        let file: CatalogFile =
-            serde_json::from_str(&text).map_err(|source| CatalogError::Json {
-                what: path.display().to_string(),
-                source,
-            })?;
+        let file: CatalogFile = serde_json::from_str(&text).map_err(|source| {
+            CatalogError::Json(JsonError::new(path.display().to_string(), source))
+        })?;
         let mut catalog = Catalog::new();
         for entry in &file.revisions {
             let dir = root
@@ -288,23 +287,11 @@ pub enum CatalogError {
         other: PackageId,
     },
     /// A package file or folder could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] ReadError),
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
     /// A listed package is refused.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -315,9 +302,6 @@ pub enum CatalogError {
 
 impl CatalogError {
     fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        CatalogError::Io {
-            path: path.into(),
-            source,
-        }
+        CatalogError::Io(ReadError::new(path, source))
     }
 }

@@ -11,6 +11,9 @@
 //! | binding secrets, parsing a storage state, building the output guard | [`SecretError`] |
 //! | building or writing an audit record | [`AuditError`] |
 //! | parsing a revision | [`RevisionError`] |
+//!
+//! The problem shapes several of them share, with one message each: [`InvalidField`],
+//! [`ReadError`] and [`JsonError`].
 
 use thiserror::Error;
 
@@ -18,6 +21,7 @@ pub use crate::audit::AuditError;
 pub use crate::catalog::CatalogError;
 pub use crate::manifest::ManifestError;
 pub use crate::package::{DigestMismatch, LoadError};
+pub use crate::problem::{InvalidField, JsonError, ReadError};
 pub use crate::profile::ProfileError;
 pub use crate::revision::RevisionError;
 pub use crate::secrets::SecretError;

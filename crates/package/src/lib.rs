@@ -8,6 +8,7 @@ pub mod error;
 pub mod guard;
 pub mod manifest;
 pub mod package;
+mod problem;
 pub mod profile;
 mod revision;
 pub mod secrets;

@@ -1,6 +1,7 @@
 //! What is wrong with a manifest: a field out of shape, a host or path refused, an
 //! argument schema that names a provider, a document that does not parse.
 
+use crate::problem::{InvalidField, JsonError};
 use evidence_result::PackageId;
 use thiserror::Error;
 
@@ -12,13 +13,8 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ManifestError {
     /// A field has a value outside its documented shape or range.
-    #[error("field `{field}`: {reason}")]
-    InvalidField {
-        /// The offending field.
-        field: String,
-        /// Why it is refused.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidField(#[from] InvalidField),
     /// The identity is not one of the three Managed Tool identities.
     #[error("field `identity`: unknown package identity `{0}`")]
     UnknownIdentity(PackageId),
@@ -154,14 +150,8 @@ pub enum ManifestError {
         field: String,
     },
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
     /// Canonical JSON or a digest could not be computed.
     #[error("cannot compute canonical JSON: {0}")]
     Canonical(String),
@@ -169,9 +159,6 @@ pub enum ManifestError {
 
 impl ManifestError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ManifestError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        ManifestError::InvalidField(InvalidField::new(field, reason))
     }
 }

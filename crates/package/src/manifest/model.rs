@@ -11,6 +11,7 @@ use evidence_policy::ScopeBinding;
 
 use super::error::ManifestError;
 use crate::Revision;
+use crate::problem::JsonError;
 
 /// The file name of a package's manifest inside its folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -160,10 +161,8 @@ pub struct Manifest {
 impl Manifest {
     /// Parses a manifest from JSON.
     pub fn from_json(json: &str) -> Result<Self, ManifestError> {
-        serde_json::from_str(json).map_err(|source| ManifestError::Json {
-            what: "manifest".to_owned(),
-            source,
-        })
+        serde_json::from_str(json)
+            .map_err(|source| ManifestError::Json(JsonError::new("manifest".to_owned(), source)))
     }
 }
 

@@ -8,6 +8,7 @@ use evidence_result::Digest;
 use thiserror::Error;
 
 use crate::manifest::ManifestError;
+use crate::problem::{InvalidField, JsonError, ReadError};
 
 /// A digest written somewhere (a pin, a catalog file) does not match the one recomputed
 /// from the content.
@@ -61,31 +62,14 @@ pub enum LoadError {
         reason: &'static str,
     },
     /// A field has a value outside its documented shape or range.
-    #[error("field `{field}`: {reason}")]
-    InvalidField {
-        /// The offending field.
-        field: String,
-        /// Why it is refused.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidField(#[from] InvalidField),
     /// A package file or folder could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] ReadError),
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
     /// The manifest is refused.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -96,16 +80,10 @@ pub enum LoadError {
 
 impl LoadError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        LoadError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        LoadError::InvalidField(InvalidField::new(field, reason))
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        LoadError::Io {
-            path: path.into(),
-            source,
-        }
+        LoadError::Io(ReadError::new(path, source))
     }
 }

@@ -13,6 +13,7 @@ use evidence_result::{Digest, PackageId};
 use sha2::{Digest as _, Sha256};
 
 use crate::manifest::MANIFEST_FILE;
+use crate::problem::JsonError;
 use crate::{Manifest, Revision, manifest::NormalizedManifest};
 
 mod error;
@@ -313,9 +314,8 @@ fn read_folder(
 ) -> Result<(Manifest, Vec<PackageFile>), LoadError> {
     let manifest_path = dir.join(MANIFEST_FILE);
     let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES)?;
-    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|source| LoadError::Json {
-        what: manifest_path.display().to_string(),
-        source,
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|source| {
+        LoadError::Json(JsonError::new(manifest_path.display().to_string(), source))
     })?;
     let entrypoint = manifest.normalize()?.entrypoint.clone();
     let mut walk = Walk {

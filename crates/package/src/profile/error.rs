@@ -9,19 +9,15 @@ use thiserror::Error;
 use crate::Revision;
 use crate::manifest::ManifestError;
 use crate::package::DigestMismatch;
+use crate::problem::{InvalidField, JsonError};
 
 /// An agent profile refused while parsing it or validating it against a catalog.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ProfileError {
     /// A field has a value outside its documented shape or range.
-    #[error("field `{field}`: {reason}")]
-    InvalidField {
-        /// The offending field.
-        field: String,
-        /// Why it is refused.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidField(#[from] InvalidField),
     /// The identity is not one of the three Managed Tool identities.
     #[error("field `identity`: unknown package identity `{0}`")]
     UnknownIdentity(PackageId),
@@ -106,14 +102,8 @@ pub enum ProfileError {
         second: PackageId,
     },
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
     /// A pinned package's manifest is refused (its network or argument schema).
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -124,9 +114,6 @@ pub enum ProfileError {
 
 impl ProfileError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ProfileError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        ProfileError::InvalidField(InvalidField::new(field, reason))
     }
 }

@@ -23,6 +23,7 @@ use evidence_result::{Digest, PackageId, PolicySource, Provider};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::problem::JsonError;
 use crate::{Revision, manifest::Template};
 
 mod check;
@@ -151,9 +152,8 @@ impl ProfileReport {
 impl AgentProfile {
     /// Parses a profile from JSON.
     pub fn from_json(json: &str) -> Result<Self, ProfileError> {
-        serde_json::from_str(json).map_err(|source| ProfileError::Json {
-            what: "agent profile".to_owned(),
-            source,
+        serde_json::from_str(json).map_err(|source| {
+            ProfileError::Json(JsonError::new("agent profile".to_owned(), source))
         })
     }
 }

@@ -6,6 +6,7 @@ use evidence_result::{Digest, PackageId};
 use thiserror::Error;
 
 use crate::Revision;
+use crate::problem::{InvalidField, JsonError};
 
 /// Secret values refused while binding them to a package, parsing a storage state or
 /// building the output guard. No message ever contains a secret value.
@@ -69,29 +70,15 @@ pub enum SecretError {
     #[error("cannot build the output guard: {0}")]
     Guard(String),
     /// A field has a value outside its documented shape or range.
-    #[error("field `{field}`: {reason}")]
-    InvalidField {
-        /// The offending field.
-        field: String,
-        /// Why it is refused.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidField(#[from] InvalidField),
     /// A JSON document could not be parsed.
-    #[error("cannot parse {what}: {source}")]
-    Json {
-        /// What was parsed.
-        what: String,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Json(#[from] JsonError),
 }
 
 impl SecretError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        SecretError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        SecretError::InvalidField(InvalidField::new(field, reason))
     }
 }

@@ -7,6 +7,7 @@ use evidence_result::{Digest, PackageId};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
+use crate::problem::JsonError;
 use crate::{
     GuardBuilder, OutputGuard, Package, Revision, guard::GuardLimits, manifest::SecretKind,
 };
@@ -201,9 +202,8 @@ pub struct BindingReport {
 impl BindingReport {
     /// The report as one JSON line (for an audit stream).
     pub fn to_json_line(&self) -> Result<String, SecretError> {
-        serde_json::to_string(self).map_err(|source| SecretError::Json {
-            what: "binding report".to_owned(),
-            source,
+        serde_json::to_string(self).map_err(|source| {
+            SecretError::Json(JsonError::new("binding report".to_owned(), source))
         })
     }
 }
