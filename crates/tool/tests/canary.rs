@@ -453,6 +453,35 @@ async fn refuses_a_deployment_it_cannot_use() {
             vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())],
             "clinic-tool needs CLINIC_QUERY_PATH_TEMPLATE",
         ),
+        // A target the plan does not have.
+        (
+            {
+                let mut v = base.clone();
+                v["targets"] = json!({"clinic-SaaS09": {"cluster": "SaaS09"}});
+                v
+            },
+            vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())],
+            "targets: no target \"clinic-SaaS09\"",
+        ),
+        // A window with one end, and one that ends before it starts.
+        (
+            {
+                let mut v = base.clone();
+                v["targets"] = json!({"clinic-SaaS01": {"start": "2026-11-30T10:00:00Z"}});
+                v
+            },
+            vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())],
+            "targets.clinic-SaaS01: give both start and end, or neither",
+        ),
+        (
+            {
+                let mut v = base.clone();
+                v["targets"] = json!({"clinic-SaaS01": {"start": "2026-11-30T10:00:00Z", "end": "2026-11-30T09:00:00Z"}});
+                v
+            },
+            vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())],
+            "ends (2026-11-30T09:00:00Z) before it starts",
+        ),
         // An unknown field.
         (
             {
@@ -476,6 +505,70 @@ async fn refuses_a_deployment_it_cannot_use() {
         );
         assert!(!out.join("rollout-evidence.json").exists());
     }
+}
+
+/// A target's cluster and window from the deployment file: the policy names them, and
+/// a window without the seed's data leaves that target unverified while the others
+/// keep the seed's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_can_name_another_cluster_and_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), "managed_auto_oncall_clinic", "v3", CLINIC_TOOL);
+    let fronts = start_fronts().await;
+    let key = key_file(dir.path());
+    let file = write_json(
+        &dir.path().join("deployment.json"),
+        &json!({
+            "account": "acct-canary",
+            "envelopes": {"signer": {"kid": support::KID, "key_file": key}},
+            "packages": [{"dir": clinic, "config": {
+                "CLINIC_BASE_URL": fronts.clinic.as_ref().unwrap().base_url(),
+                "CLINIC_QUERY_PATH_TEMPLATE": test_support::ClinicFront::QUERY_RANGE_PATH_TEMPLATE}}],
+            "targets": {"clinic-SaaS01": {"cluster": "SaaS01",
+                                          "start": "2026-01-05T10:00:00Z", "end": "2026-01-05T10:15:00Z"}}
+        }),
+    );
+    let env = vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())];
+    let ahead = dir.path().join("policies");
+    let (code, _, stderr) = canary(
+        vec![
+            "policies".into(),
+            "--deployment".into(),
+            file.display().to_string(),
+            "--out".into(),
+            ahead.display().to_string(),
+        ],
+        env.clone(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let policy: Value = serde_json::from_str(
+        &std::fs::read_to_string(ahead.join("clinic-SaaS01.policy.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(policy["window"]["start"], "2026-01-05T10:00:00Z");
+    assert_eq!(policy["window"]["end"], "2026-01-05T10:15:00Z");
+    assert_eq!(policy["cluster"]["id"], "SaaS01");
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(ahead.join("clinic-SaaS02.policy.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        seed["cluster"]["id"], "SaaS02",
+        "a target not named keeps the seed's"
+    );
+
+    let out = dir.path().join("run");
+    let (code, stdout, _) = run_canary(&file, &out, env).await;
+    assert_eq!(code, 1, "{stdout}");
+    let (_, report) = read_report(&out);
+    let saas01 = target(&report, "SaaS01");
+    assert!(!saas01.verified);
+    assert_eq!(
+        saas01.calls[0].note.as_deref(),
+        Some("no series where data was expected")
+    );
+    assert!(target(&report, "SaaS02").verified);
 }
 
 #[test]

@@ -32,6 +32,29 @@ pub struct DeploymentFile {
     pub envelopes: EnvelopeSource,
     /// The packages to check, at most one per provider.
     pub packages: Vec<PackageEntry>,
+    /// Per target (`clinic-SaaS01`, `clinic-SaaS02`, `manus-vida`, `manus-monica`,
+    /// `wetech-grafana`), another cluster or window than the seed incident's: for
+    /// endpoints whose retention no longer holds the seed windows. A target not named
+    /// keeps the seed's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub targets: BTreeMap<String, TargetOverride>,
+}
+
+/// Another cluster or read window for one target's policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TargetOverride {
+    /// The cluster id the target's policy names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// The read window's start (RFC 3339); given together with `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub start: Option<jiff::Timestamp>,
+    /// The read window's end (RFC 3339), after `start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub end: Option<jiff::Timestamp>,
 }
 
 /// How the canary obtains its envelopes.
@@ -93,6 +116,7 @@ pub(crate) struct LoadedPackage {
 pub struct Deployment {
     pub(crate) path: PathBuf,
     pub(crate) account: String,
+    pub(crate) targets: BTreeMap<String, TargetOverride>,
     pub(crate) keys: String,
     pub(crate) envelopes: Envelopes,
     pub(crate) packages: Vec<LoadedPackage>,
@@ -155,14 +179,49 @@ impl Deployment {
         if packages.is_empty() {
             return Err(RolloutError::Deployment("no package to check".to_owned()));
         }
+        check_targets(&file.targets)?;
         Ok(Deployment {
             path: path.to_owned(),
             account: file.account,
+            targets: file.targets,
             keys,
             envelopes,
             packages,
         })
     }
+}
+
+/// Each override names a target of the plan, gives a window as both ends in order, and
+/// a cluster that is not empty.
+fn check_targets(targets: &BTreeMap<String, TargetOverride>) -> Result<(), RolloutError> {
+    for (key, o) in targets {
+        if !super::plan::TARGETS.iter().any(|t| t.key == key) {
+            let known: Vec<&str> = super::plan::TARGETS.iter().map(|t| t.key).collect();
+            return Err(RolloutError::Deployment(format!(
+                "targets: no target {key:?} (the targets: {})",
+                known.join(", ")
+            )));
+        }
+        match (o.start, o.end) {
+            (Some(start), Some(end)) if start >= end => {
+                return Err(RolloutError::Deployment(format!(
+                    "targets.{key}: the window ends ({end}) before it starts ({start})"
+                )));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(RolloutError::Deployment(format!(
+                    "targets.{key}: give both start and end, or neither"
+                )));
+            }
+            _ => {}
+        }
+        if o.cluster.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(RolloutError::Deployment(format!(
+                "targets.{key}: the cluster is empty"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn load_signer(kid: &str, key_file: &Path) -> Result<PolicySigner, RolloutError> {

@@ -17,7 +17,7 @@ mod plan;
 mod report;
 mod run;
 
-pub use deployment::{Deployment, DeploymentFile, EnvelopeSource, PackageEntry};
+pub use deployment::{Deployment, DeploymentFile, EnvelopeSource, PackageEntry, TargetOverride};
 pub use error::RolloutError;
 pub use justify::justifies;
 pub use markdown::summary;

@@ -9,6 +9,7 @@ use evidence_policy::TrustedPolicy;
 use serde_json::{Value, json};
 
 use super::RolloutError;
+use super::deployment::TargetOverride;
 use super::report::Expectation;
 use crate::Tool;
 
@@ -63,29 +64,36 @@ impl Target {
     }
 
     /// The trusted policy of this target's turn for `package`, issued at `now` for an
-    /// hour; `wetech_datasource` is the Wetech policy's datasource.
+    /// hour, on the seed's cluster and window unless `over` names others;
+    /// `wetech_datasource` is the Wetech policy's datasource.
     pub(crate) fn policy(
         &self,
         run: &str,
         account: &str,
         package: &Package,
         wetech_datasource: Option<&str>,
+        over: Option<&TargetOverride>,
         now: jiff::Timestamp,
     ) -> Result<TrustedPolicy, RolloutError> {
         let time = |s: i64| {
-            jiff::Timestamp::from_second(s)
-                .map(|t| t.to_string())
-                .map_err(|e| RolloutError::Policy(e.to_string()))
+            jiff::Timestamp::from_second(s).map_err(|e| RolloutError::Policy(e.to_string()))
         };
+        let (start, end) = match over.and_then(|o| o.start.zip(o.end)) {
+            Some(window) => window,
+            None => (time(self.window.0)?, time(self.window.1)?),
+        };
+        let cluster = over
+            .and_then(|o| o.cluster.as_deref())
+            .unwrap_or(self.cluster);
         let mut policy = json!({
             "policy_id": format!("canary-{run}-{}", self.key),
             "ticket": self.ticket,
             "provider": package.manifest().provider,
             "package": package.identity(),
             "account": account,
-            "cluster": {"id": self.cluster, "tier": "dedicated"},
+            "cluster": {"id": cluster, "tier": "dedicated"},
             "operation": "query_range",
-            "window": {"start": time(self.window.0)?, "end": time(self.window.1)?},
+            "window": {"start": start.to_string(), "end": end.to_string()},
             "lookback": 3600,
             "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
                        "max_series_kept": 10, "max_calls_per_turn": 8},

@@ -105,6 +105,7 @@ pub fn write_policies(
             &deployment.account,
             &package.package,
             package.wetech_datasource.as_deref(),
+            deployment.targets.get(target.key),
             now,
         )?;
         let path = out.join(format!("{}.policy.json", target.key));
@@ -156,6 +157,7 @@ fn envelope_for(
                 &deployment.account,
                 &package.package,
                 package.wetech_datasource.as_deref(),
+                deployment.targets.get(target.key),
                 now,
             )?;
             let envelope = signer
