@@ -153,6 +153,18 @@ async fn run_canary(file: &Path, out: &Path, env: Env) -> (i32, String, String) 
     canary(args, env).await
 }
 
+/// `canary policies --deployment FILE --out OUT` with `env`.
+async fn canary_policies(file: &Path, out: &Path, env: Env) -> (i32, String, String) {
+    let args = vec![
+        "policies".to_owned(),
+        "--deployment".to_owned(),
+        file.display().to_string(),
+        "--out".to_owned(),
+        out.display().to_string(),
+    ];
+    canary(args, env).await
+}
+
 fn write_json(path: &Path, value: &Value) -> PathBuf {
     std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
     path.to_owned()
@@ -344,17 +356,7 @@ async fn envelopes_signed_ahead_from_the_written_policies() {
     let env = vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())];
 
     // `canary policies` writes the policies and the commands that sign them.
-    let (code, stdout, stderr) = canary(
-        vec![
-            "policies".into(),
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            ahead.display().to_string(),
-        ],
-        env.clone(),
-    )
-    .await;
+    let (code, stdout, stderr) = canary_policies(&file, &ahead, env.clone()).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
     for key in ["clinic-SaaS01", "clinic-SaaS02"] {
@@ -530,17 +532,7 @@ async fn a_target_can_name_another_cluster_and_window() {
     );
     let env = vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())];
     let ahead = dir.path().join("policies");
-    let (code, _, stderr) = canary(
-        vec![
-            "policies".into(),
-            "--deployment".into(),
-            file.display().to_string(),
-            "--out".into(),
-            ahead.display().to_string(),
-        ],
-        env.clone(),
-    )
-    .await;
+    let (code, _, stderr) = canary_policies(&file, &ahead, env.clone()).await;
     assert_eq!(code, 0, "{stderr}");
     let policy: Value = serde_json::from_str(
         &std::fs::read_to_string(ahead.join("clinic-SaaS01.policy.json")).unwrap(),

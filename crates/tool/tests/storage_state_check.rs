@@ -4,13 +4,12 @@
 //! error, and stdin (`-`) is read like a file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
 
 use evidence_test_support::{GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE};
 use serde_json::{Value, json};
-
-const PACKAGE_TOOL: &str = env!("CARGO_BIN_EXE_package-tool");
 
 /// The Playwright storage state of a user logged in to the Grafana front, as
 /// `examples/local_fronts.rs` writes it: its `httpOnly` session cookie.
@@ -27,22 +26,10 @@ fn grafana_storage_state() -> String {
     .to_string()
 }
 
-/// Runs `package-tool` with `args`, `stdin` on its standard input.
-fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(PACKAGE_TOOL)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+/// Runs `package-tool` with `args`, `stdin` on its standard input: the exit code,
+/// stdout and stderr.
+fn package_tool(args: &[&str], stdin: &str) -> (i32, String, String) {
+    support::run(Path::new(support::PACKAGE_TOOL), args, &[], stdin)
 }
 
 /// Writes `text` to a file in a new temporary directory.
@@ -53,19 +40,11 @@ fn file(text: &str) -> (tempfile::TempDir, String) {
     (dir, path.display().to_string())
 }
 
-fn out(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn the_grafana_state_is_accepted_and_its_cookie_guarded() {
     let (_dir, path) = file(&grafana_storage_state());
-    let output = run(&["check-storage-state", &path], "");
-    let (stdout, stderr) = out(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    let (code, stdout, stderr) = package_tool(&["check-storage-state", &path], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains(": accepted"), "{stdout}");
     let row = stdout
         .lines()
@@ -81,9 +60,8 @@ fn the_grafana_state_is_accepted_and_its_cookie_guarded() {
     assert!(!stdout.contains(GRAFANA_SESSION_COOKIE_VALUE));
     assert!(!stderr.contains(GRAFANA_SESSION_COOKIE_VALUE));
 
-    let output = run(&["check-storage-state", "--json", &path], "");
-    let (stdout, stderr) = out(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    let (code, stdout, stderr) = package_tool(&["check-storage-state", "--json", &path], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stdout.contains(GRAFANA_SESSION_COOKIE_VALUE));
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["verdict"], "accepted");
@@ -104,9 +82,8 @@ fn a_state_with_a_short_credential_is_refused_with_the_reason() {
     ]})
     .to_string();
     let (_dir, path) = file(&state);
-    let output = run(&["check-storage-state", &path], "");
-    let (stdout, stderr) = out(&output);
-    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    let (code, stdout, stderr) = package_tool(&["check-storage-state", &path], "");
+    assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains(": refused"), "{stdout}");
     assert!(
         stdout.contains(&format!(
@@ -116,9 +93,9 @@ fn a_state_with_a_short_credential_is_refused_with_the_reason() {
     );
     assert!(!stdout.contains("a1b2c3") && !stderr.contains("a1b2c3"));
 
-    let output = run(&["check-storage-state", &path, "--json"], "");
-    assert_eq!(output.status.code(), Some(1));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (code, stdout, _) = package_tool(&["check-storage-state", &path, "--json"], "");
+    assert_eq!(code, 1);
+    let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["verdict"], "refused");
     assert_eq!(report["values"][0]["verdict"], "refused");
 }
@@ -126,9 +103,8 @@ fn a_state_with_a_short_credential_is_refused_with_the_reason() {
 #[test]
 fn not_a_storage_state_is_a_usage_error_that_quotes_nothing() {
     let (_dir, path) = file(r#"{"cookies": "SECRETSESSION123"}"#);
-    let output = run(&["check-storage-state", &path], "");
-    let (stdout, stderr) = out(&output);
-    assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
+    let (code, stdout, stderr) = package_tool(&["check-storage-state", &path], "");
+    assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains("not a Playwright storage state"),
@@ -142,35 +118,34 @@ fn not_a_storage_state_is_a_usage_error_that_quotes_nothing() {
         vec!["check-storage-state", "--yaml", &path],
         vec!["check-storage-state", &path, &path],
     ] {
-        let output = run(&args, "");
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&output.stderr).contains("usage:"));
+        let (code, _, stderr) = package_tool(&args, "");
+        assert_eq!(code, 2, "{args:?}");
+        assert!(stderr.contains("usage:"));
     }
 }
 
 #[test]
 fn stdin_is_read_with_a_dash() {
-    let output = run(&["check-storage-state", "-"], &grafana_storage_state());
-    let (stdout, stderr) = out(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    let (code, stdout, stderr) =
+        package_tool(&["check-storage-state", "-"], &grafana_storage_state());
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(
         stdout.starts_with("storage state `stdin`: accepted"),
         "{stdout}"
     );
     assert!(!stdout.contains(GRAFANA_SESSION_COOKIE_VALUE));
 
-    let output = run(&["check-storage-state", "--json", "-"], "not json");
-    assert_eq!(output.status.code(), Some(2));
+    let (code, _, _) = package_tool(&["check-storage-state", "--json", "-"], "not json");
+    assert_eq!(code, 2);
 }
 
 #[test]
 fn packaging_still_answers_its_usage() {
-    let output = run(&["--help"], "");
-    assert_eq!(output.status.code(), Some(0));
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (code, stdout, _) = package_tool(&["--help"], "");
+    assert_eq!(code, 0);
     assert!(stdout.contains("--source DIR --out DIR"), "{stdout}");
     assert!(stdout.contains("check-storage-state"), "{stdout}");
-    let output = run(&["--out", "/tmp/x"], "");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--source is required"));
+    let (code, _, stderr) = package_tool(&["--out", "/tmp/x"], "");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--source is required"));
 }
