@@ -18,6 +18,9 @@ pub enum Tool {
 }
 
 impl Tool {
+    /// The three tools.
+    pub const ALL: [Tool; 3] = [Tool::Clinic, Tool::Manus, Tool::Wetech];
+
     /// The package identity the tool serves.
     pub fn identity(self) -> PackageId {
         match self {

@@ -72,7 +72,7 @@ mod tests {
 
     #[test]
     fn a_server_keeps_no_variable_of_another_package_or_of_the_signer() {
-        for tool in [Tool::Clinic, Tool::Manus, Tool::Wetech] {
+        for tool in Tool::ALL {
             let kept = server_variables(tool);
             for var in CONTEXT_VARS {
                 let own = var.read_by == ReadBy::AllTools || var.read_by == tool.reader();

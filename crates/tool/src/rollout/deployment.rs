@@ -117,7 +117,10 @@ pub struct Deployment {
     pub(crate) path: PathBuf,
     pub(crate) account: String,
     pub(crate) targets: BTreeMap<String, TargetOverride>,
+    /// The verification keys as the sandboxes get them (`EVIDENCE_POLICY_KEYS`).
     pub(crate) keys: String,
+    /// The same keys, parsed: what an envelope signed ahead is read with.
+    pub(crate) key_ring: KeyRing,
     pub(crate) envelopes: Envelopes,
     pub(crate) packages: Vec<LoadedPackage>,
 }
@@ -160,7 +163,8 @@ impl Deployment {
                 ));
             }
         };
-        keys.parse::<KeyRing>()
+        let key_ring: KeyRing = keys
+            .parse()
             .map_err(|e| RolloutError::Deployment(format!("policy_keys: {e}")))?;
         if file.account.trim().is_empty() {
             return Err(RolloutError::Deployment("account is empty".to_owned()));
@@ -185,6 +189,7 @@ impl Deployment {
             account: file.account,
             targets: file.targets,
             keys,
+            key_ring,
             envelopes,
             packages,
         })
@@ -235,7 +240,7 @@ fn load_signer(kid: &str, key_file: &Path) -> Result<PolicySigner, RolloutError>
 }
 
 fn tool_of(package: &Package) -> Result<Tool, RolloutError> {
-    [Tool::Clinic, Tool::Manus, Tool::Wetech]
+    Tool::ALL
         .into_iter()
         .find(|t| t.identity() == *package.identity())
         .ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! log, turn ledger), the package's deployment configuration and its secrets in its
 //! environment, the model's arguments on stdin, and one result on stdout.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -122,9 +122,4 @@ fn last_line(stderr: &[u8]) -> String {
         .chars()
         .take(200)
         .collect()
-}
-
-/// Where an envelope signed ahead for `key` is read.
-pub(crate) fn signed_ahead(dir: &Path, key: &str) -> PathBuf {
-    dir.join(format!("{key}.envelope"))
 }

@@ -22,27 +22,36 @@ pub fn summary(report: &RolloutReport) -> String {
         "Run {} to {}, deployment `{}`.\n",
         report.started_at, report.finished_at, report.deployment
     );
-    let _ = writeln!(
-        md,
-        "| provider | package | verified | targets verified | targets not verified |"
+    head(
+        &mut md,
+        &[
+            "provider",
+            "package",
+            "verified",
+            "targets verified",
+            "targets not verified",
+        ],
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- |");
     for p in &report.providers {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} |",
-            p.provider,
-            p.package,
-            if p.verified { "yes" } else { "**no**" },
-            list(&p.targets_verified),
-            list(&p.targets_unverified)
+        let verified = if p.verified { "yes" } else { "**no**" };
+        row(
+            &mut md,
+            &[
+                &p.provider.to_string(),
+                p.package.as_str(),
+                verified,
+                &list(&p.targets_verified),
+                &list(&p.targets_unverified),
+            ],
         );
     }
     let _ = writeln!(md, "\n## Packages\n");
-    let _ = writeln!(md, "| identity | revision | digest |");
-    let _ = writeln!(md, "| --- | --- | --- |");
+    head(&mut md, &["identity", "revision", "digest"]);
     for p in &report.packages {
-        let _ = writeln!(md, "| {} | {} | `{}` |", p.identity, p.revision, p.digest);
+        row(
+            &mut md,
+            &[p.identity.as_str(), &p.revision, &format!("`{}`", p.digest)],
+        );
     }
     for t in &report.targets {
         let _ = writeln!(
@@ -58,26 +67,39 @@ pub fn summary(report: &RolloutReport) -> String {
             t.capability,
             t.policy_id.as_deref().unwrap_or("(none verified)")
         );
-        let _ = writeln!(
-            md,
-            "| step | queryId | expected | outcome | series | peak | latency |"
+        head(
+            &mut md,
+            &[
+                "step", "queryId", "expected", "outcome", "series", "peak", "latency",
+            ],
         );
-        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
         for c in &t.calls {
-            let _ = writeln!(
-                md,
-                "| {} | `{}` | {} | {} | {} | {} | {} ms |",
-                c.step,
-                c.query_id,
-                expected(c.expected),
-                outcome(c),
-                c.series_count.map(|n| n.to_string()).unwrap_or_default(),
-                peak(c),
-                c.latency_ms
+            row(
+                &mut md,
+                &[
+                    &c.step,
+                    &format!("`{}`", c.query_id),
+                    expected(c.expected),
+                    &outcome(c),
+                    &c.series_count.map(|n| n.to_string()).unwrap_or_default(),
+                    &peak(c),
+                    &format!("{} ms", c.latency_ms),
+                ],
             );
         }
     }
     md
+}
+
+/// A table's header row and its separator.
+fn head(md: &mut String, columns: &[&str]) {
+    row(md, columns);
+    row(md, &vec!["---"; columns.len()]);
+}
+
+/// One table row.
+fn row(md: &mut String, cells: &[&str]) {
+    let _ = writeln!(md, "| {} |", cells.join(" | "));
 }
 
 fn list(names: &[String]) -> String {

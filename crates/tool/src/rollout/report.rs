@@ -194,9 +194,7 @@ impl CallReport {
             class: Some(e.class),
             detail: detail.unwrap_or_default().to_owned(),
         });
-        let top = evidence
-            .and_then(|e| e.series.first())
-            .and_then(|s| s.labels.get("instance"));
+        let top = top_instance(evidence);
         let data = |e: &evidence_result::Evidence| {
             e.outcome == EvidenceOutcome::Data && e.series_count > 0
         };
@@ -268,6 +266,14 @@ impl CallReport {
             latency_ms,
         }
     }
+}
+
+/// The instance label of an answer's top series, as the model sees it (a Manus
+/// reference): what a follow-up passes back as `instanceRef`.
+pub(crate) fn top_instance(evidence: Option<&evidence_result::Evidence>) -> Option<&String> {
+    evidence
+        .and_then(|e| e.series.first())
+        .and_then(|s| s.labels.get("instance"))
 }
 
 impl RolloutReport {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use evidence_policy::{KeyRing, SignedPolicy};
+use evidence_policy::SignedPolicy;
 use serde_json::Value;
 
 use super::deployment::{Deployment, Envelopes, LoadedPackage};
@@ -13,6 +13,7 @@ use super::invoke::{self, CallContext, Produced};
 use super::plan::{Args, TARGETS, Target};
 use super::report::{
     CallReport, PackageUsed, ProviderVerdict, ReportFormat, RolloutReport, TargetReport,
+    top_instance,
 };
 use super::{RolloutError, markdown};
 
@@ -41,17 +42,12 @@ pub async fn run_canary(
         create_dir(dir)?;
     }
     let audit_log = out.join("audit.jsonl");
-    let keys: KeyRing = deployment
-        .keys
-        .parse()
-        .map_err(|e| RolloutError::Deployment(format!("policy_keys: {e}")))?;
     let mut targets = Vec::new();
     for target in TARGETS {
         let Some(package) = deployment.packages.iter().find(|p| p.tool == target.tool) else {
             continue;
         };
-        let (envelope, policy_id) =
-            envelope_for(deployment, target, package, &run, &envelopes, &keys)?;
+        let (envelope, policy_id) = envelope_for(deployment, target, package, &run, &envelopes)?;
         let context = CallContext {
             envelope: &envelope,
             keys: &deployment.keys,
@@ -115,6 +111,12 @@ pub fn write_policies(
     Ok(written)
 }
 
+/// The envelope file of target `key` in `dir`: where the canary writes the envelopes it
+/// signs, and reads those signed ahead.
+pub(crate) fn envelope_path(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!("{key}.envelope"))
+}
+
 /// A run's id: its start to the millisecond, `20261201T203000123Z`.
 fn run_id(at: jiff::Timestamp) -> String {
     format!(
@@ -147,7 +149,6 @@ fn envelope_for(
     package: &LoadedPackage,
     run: &str,
     envelopes: &Path,
-    keys: &KeyRing,
 ) -> Result<(PathBuf, Option<String>), RolloutError> {
     let now = jiff::Timestamp::now();
     match &deployment.envelopes {
@@ -164,19 +165,19 @@ fn envelope_for(
                 .sign(&policy, package.package.digest())
                 .and_then(|e| e.to_json())
                 .map_err(|e| RolloutError::Policy(e.to_string()))?;
-            let path = invoke::signed_ahead(envelopes, target.key);
+            let path = envelope_path(envelopes, target.key);
             write(&path, &(envelope + "\n"))?;
             Ok((path, Some(policy.policy_id.to_string())))
         }
         Envelopes::SignedAhead(dir) => {
-            let path = invoke::signed_ahead(dir, target.key);
+            let path = envelope_path(dir, target.key);
             let policy_id = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|text| SignedPolicy::from_json(&text).ok())
                 .and_then(|envelope| {
                     evidence_policy::verify(
                         &envelope,
-                        keys,
+                        &deployment.key_ring,
                         &package.package.digest(),
                         package.package.identity(),
                         package.tool.provider(),
@@ -229,7 +230,7 @@ async fn run_target(
         let (produced, ms) = invoke::call(package, context, &args.to_string(), timeout).await;
         let report = match &produced {
             Produced::Result(result) => {
-                references.push(top_instance(result));
+                references.push(top_instance(result.details().evidence.as_deref()).cloned());
                 CallReport::from_result(
                     step.name,
                     query_id(&args),
@@ -271,17 +272,6 @@ fn query_id(args: &Value) -> &str {
         .or_else(|| args.pointer("/queries/0/queryId"))
         .and_then(Value::as_str)
         .unwrap_or("")
-}
-
-/// The instance label of an answer's top series, as the model sees it.
-fn top_instance(result: &evidence_result::ToolResult) -> Option<String> {
-    result
-        .details()
-        .evidence
-        .as_ref()
-        .and_then(|e| e.series.first())
-        .and_then(|s| s.labels.get("instance"))
-        .cloned()
 }
 
 /// One verdict per deployed provider.
