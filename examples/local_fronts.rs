@@ -22,7 +22,6 @@ use base64::Engine as _;
 use evidence_test_support as support;
 use rand::RngCore as _;
 use secrecy::SecretString;
-use serde_json::json;
 
 const USAGE: &str =
     "usage: local_fronts [--env-file PATH]   (runs until stopped with Ctrl-C or SIGTERM)";
@@ -86,19 +85,6 @@ fn shell_quoted(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 
-/// The Playwright storage state of a user logged in to the Grafana front: its session
-/// cookie, as a real login leaves it (`httpOnly`).
-fn grafana_storage_state(grafana: &support::GrafanaFront) -> String {
-    json!({
-        "cookies": [{"name": support::GRAFANA_SESSION_COOKIE_NAME,
-                     "value": support::GRAFANA_SESSION_COOKIE_VALUE,
-                     "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
-                     "secure": false, "sameSite": "Lax"}],
-        "origins": [{"origin": grafana.base_url(), "localStorage": []}]
-    })
-    .to_string()
-}
-
 async fn run(env_file: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
     // Listening first: a stop during the start still stops every server started.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -140,7 +126,7 @@ async fn run(env_file: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
         ),
         ("WETECH_GRAFANA_URL", grafana.base_url()),
         ("WETECH_DATASOURCE", grafana.datasource_uid().to_owned()),
-        ("WETECH_STORAGE_STATE", grafana_storage_state(&grafana)),
+        ("WETECH_STORAGE_STATE", grafana.storage_state()),
     ];
     let mut text = String::from(
         "# Local TEST FRONTS (evidence-test-support) before real Prometheus servers; they run\n\

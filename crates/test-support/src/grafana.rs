@@ -134,6 +134,20 @@ impl GrafanaFront {
         self.server.url()
     }
 
+    /// The Playwright storage state of a user logged in to this front with the default
+    /// session ([`GRAFANA_SESSION_COOKIE_VALUE`]), as a real login leaves it: the
+    /// `httpOnly` session cookie and the front's origin with no localStorage.
+    pub fn storage_state(&self) -> String {
+        serde_json::json!({
+            "cookies": [{"name": GRAFANA_SESSION_COOKIE_NAME,
+                         "value": GRAFANA_SESSION_COOKIE_VALUE,
+                         "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
+                         "secure": false, "sameSite": "Lax"}],
+            "origins": [{"origin": self.base_url(), "localStorage": []}]
+        })
+        .to_string()
+    }
+
     /// The address the front listens on.
     pub fn addr(&self) -> SocketAddr {
         self.server.addr()

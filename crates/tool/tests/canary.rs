@@ -80,17 +80,6 @@ async fn start_fronts() -> Fronts {
     }
 }
 
-fn storage_state(grafana: &test_support::GrafanaFront) -> String {
-    json!({
-        "cookies": [{"name": test_support::GRAFANA_SESSION_COOKIE_NAME,
-                     "value": test_support::GRAFANA_SESSION_COOKIE_VALUE,
-                     "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
-                     "secure": false, "sameSite": "Lax"}],
-        "origins": [{"origin": grafana.base_url(), "localStorage": []}]
-    })
-    .to_string()
-}
-
 fn reference_keys() -> String {
     format!(
         "canary:{}",
@@ -105,7 +94,7 @@ fn secrets(fronts: &Fronts) -> Vec<(&'static str, String)> {
         ("MANUS_USERNAME", MANUS_USER.to_owned()),
         ("MANUS_PASSWORD", MANUS_PASSWORD.to_owned()),
         ("MANUS_REF_KEYS", reference_keys()),
-        ("WETECH_STORAGE_STATE", storage_state(&fronts.grafana)),
+        ("WETECH_STORAGE_STATE", fronts.grafana.storage_state()),
     ]
 }
 

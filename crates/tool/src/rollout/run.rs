@@ -96,14 +96,7 @@ pub fn write_policies(
         let Some(package) = deployment.packages.iter().find(|p| p.tool == target.tool) else {
             continue;
         };
-        let policy = target.policy(
-            &run,
-            &deployment.account,
-            &package.package,
-            package.wetech_datasource.as_deref(),
-            deployment.targets.get(target.key),
-            now,
-        )?;
+        let policy = policy_of(deployment, target, package, &run, now)?;
         let path = out.join(format!("{}.policy.json", target.key));
         write(&path, &(serde_json::to_string_pretty(&policy)? + "\n"))?;
         written.push((path, package.dir.clone()));
@@ -115,6 +108,25 @@ pub fn write_policies(
 /// signs, and reads those signed ahead.
 pub(crate) fn envelope_path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("{key}.envelope"))
+}
+
+/// The policy of `target`'s turn in run `run`, for its deployed package, with the
+/// deployment's account, Wetech datasource and overrides.
+fn policy_of(
+    deployment: &Deployment,
+    target: &Target,
+    package: &LoadedPackage,
+    run: &str,
+    now: jiff::Timestamp,
+) -> Result<evidence_policy::TrustedPolicy, RolloutError> {
+    target.policy(
+        run,
+        &deployment.account,
+        &package.package,
+        package.wetech_datasource.as_deref(),
+        deployment.targets.get(target.key),
+        now,
+    )
 }
 
 /// A run's id: its start to the millisecond, `20261201T203000123Z`.
@@ -153,14 +165,7 @@ fn envelope_for(
     let now = jiff::Timestamp::now();
     match &deployment.envelopes {
         Envelopes::Signer(signer) => {
-            let policy = target.policy(
-                run,
-                &deployment.account,
-                &package.package,
-                package.wetech_datasource.as_deref(),
-                deployment.targets.get(target.key),
-                now,
-            )?;
+            let policy = policy_of(deployment, target, package, run, now)?;
             let envelope = signer
                 .sign(&policy, package.package.digest())
                 .and_then(|e| e.to_json())
