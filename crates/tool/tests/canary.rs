@@ -552,6 +552,21 @@ async fn a_target_can_name_another_cluster_and_window() {
     assert!(target(&report, "SaaS02").verified);
 }
 
+/// The canary's seed windows are the windows the test fixtures hold data for: the
+/// product's constants and the fixtures' cannot drift apart.
+#[test]
+fn the_seed_windows_are_the_fixture_windows() {
+    use evidence_tool::rollout;
+    assert_eq!(
+        (rollout::APID_29213_START, rollout::APID_29213_END),
+        (test_support::APID_29213_START, test_support::APID_29213_END)
+    );
+    assert_eq!(
+        (rollout::ST_2865_START, rollout::ST_2865_END),
+        (test_support::ST_2865_START, test_support::ST_2865_END)
+    );
+}
+
 #[test]
 fn committed_schemas_are_current() {
     let schemas = [
