@@ -15,6 +15,7 @@ fn is_token(s: &str, max: usize) -> bool {
 evidence_result::checked_string! {
     /// A Jira ticket key such as `APID-29213`: an upper-case project key, `-`, a number.
     #[derive(JsonSchema)]
+    #[schemars(extend("pattern" = TICKET_KEY_PATTERN, "maxLength" = 64))]
     pub struct TicketKey;
     check: |s| {
         let Some((project, number)) = s.split_once('-') else {
@@ -41,6 +42,7 @@ evidence_result::checked_string! {
     /// The identity of one issued trusted policy: 1-128 characters of letters, digits,
     /// `_`, `-`, `.` and `:`.
     #[derive(JsonSchema)]
+    #[schemars(extend("pattern" = POLICY_ID_PATTERN))]
     pub struct PolicyId;
     check: |s| is_token(s, 128),
     error: PolicyError = |value| invalid(
@@ -68,6 +70,16 @@ fn invalid(what: &str, rule: &str, value: &str) -> PolicyError {
     PolicyError::InvalidPolicy(format!("invalid {what} {value:?}: {rule}"))
 }
 
+/// The JSON Schema pattern of [`TicketKey`] (with at most 64 characters).
+pub(crate) const TICKET_KEY_PATTERN: &str = "^[A-Z][A-Z0-9_]*-[1-9][0-9]{0,17}$";
+
+/// The JSON Schema pattern of [`PolicyId`].
+pub(crate) const POLICY_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,128}$";
+
+/// The JSON Schema pattern of a scope value ([`is_scope_value`]): printable ASCII
+/// (`!` to `~`) but `"`, `'`, `` ` `` and `\`.
+pub(crate) const SCOPE_VALUE_PATTERN: &str = r"^[!#-&(-\[\]-_a-~]{1,128}$";
+
 /// True for a value the policy may bind into a PromQL label matcher or name a scope
 /// with: 1-128 printable ASCII characters without spaces, quotes or backslashes.
 pub(crate) fn is_scope_value(s: &str) -> bool {
@@ -80,6 +92,58 @@ pub(crate) fn is_scope_value(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schema patterns accept exactly what the checks accept, over every single
+    /// byte and a spread of longer values.
+    #[test]
+    fn schema_patterns_agree_with_the_checks() {
+        // As an issuer's validator reads them: JSON Schema `pattern`s.
+        let pattern = |p: &str| {
+            jsonschema::validator_for(&serde_json::json!({"type": "string", "pattern": p})).unwrap()
+        };
+        let matches = |v: &jsonschema::Validator, s: &str| v.is_valid(&serde_json::json!(s));
+        let (scope, policy, ticket) = (
+            pattern(SCOPE_VALUE_PATTERN),
+            pattern(POLICY_ID_PATTERN),
+            pattern(TICKET_KEY_PATTERN),
+        );
+        let mut values: Vec<String> = (0u8..=127).map(|b| char::from(b).to_string()).collect();
+        values.extend(
+            [
+                "",
+                "SaaS01",
+                "a b",
+                "x".repeat(128).as_str(),
+                "x".repeat(129).as_str(),
+                "APID-29213",
+                "ST-2865",
+                "APID-01",
+                "apid-1",
+                "A_1-9",
+                "pol:1.2_x-y",
+                "ks\\9",
+                "ks\"9",
+                "ks`9",
+                "ks'9",
+                "{a}/[b]",
+                "é",
+            ]
+            .map(str::to_owned),
+        );
+        for v in &values {
+            assert_eq!(matches(&scope, v), is_scope_value(v), "scope value {v:?}");
+            assert_eq!(
+                matches(&policy, v),
+                PolicyId::new(v.as_str()).is_ok(),
+                "policy id {v:?}"
+            );
+            assert_eq!(
+                matches(&ticket, v) && v.len() <= 64,
+                TicketKey::new(v.as_str()).is_ok(),
+                "ticket {v:?}"
+            );
+        }
+    }
 
     #[test]
     fn ticket_keys() {

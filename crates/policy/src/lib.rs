@@ -10,6 +10,7 @@ pub mod ids;
 pub mod keys;
 pub mod lock;
 pub mod policy;
+mod policy_schema;
 pub mod promql;
 pub mod resolved;
 pub mod skill;

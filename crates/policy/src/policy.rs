@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::PolicyError;
-use crate::ids::{PolicyId, TicketKey, is_scope_value};
+use crate::ids::{PolicyId, SCOPE_VALUE_PATTERN, TicketKey, is_scope_value};
 
 /// The largest number of points per series any policy may allow: the Prometheus
 /// `query_range` resolution limit.
@@ -37,6 +37,7 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
 /// seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = crate::policy_schema::provider_rules)]
 pub struct TrustedPolicy {
     /// Identity of this issued policy (for audit).
     pub policy_id: PolicyId,
@@ -46,7 +47,9 @@ pub struct TrustedPolicy {
     pub provider: Provider,
     /// The package this policy is for.
     pub package: PackageId,
-    /// The provider account.
+    /// The provider account: 1-128 printable ASCII characters without spaces, quotes
+    /// or backslashes (the account is bound into a path or a label matcher).
+    #[schemars(pattern(SCOPE_VALUE_PATTERN))]
     pub account: String,
     /// The cluster and its tier-specific identifiers.
     pub cluster: ClusterScope,
@@ -62,14 +65,15 @@ pub struct TrustedPolicy {
     /// it); present exactly when the provider is Wetech. 1-128 letters, digits, '.',
     /// '_', '-'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[A-Za-z0-9._-]{1,128}$"))]
     pub wetech_datasource: Option<String>,
     /// The time window every query evaluates over.
     pub window: TimeWindow,
     /// How far before `window.start` an expression may read (range selectors, subquery
     /// ranges, offsets and the 5-minute instant-selector staleness look-back), whole
-    /// seconds.
+    /// seconds, at most [`MAX_LOOKBACK`] (31 days).
     #[serde(with = "whole_seconds")]
-    #[schemars(with = "u64")]
+    #[schemars(with = "u64", range(max = MAX_LOOKBACK.as_secs()))]
     pub lookback: Duration,
     /// Resolution and size limits.
     pub limits: Limits,
@@ -85,15 +89,19 @@ pub struct TrustedPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterScope {
-    /// The cluster id.
+    /// The cluster id (the value of the package's cluster scope label, e.g.
+    /// `cluster_id`), a scope value like `account`.
+    #[schemars(pattern(SCOPE_VALUE_PATTERN))]
     pub id: String,
     /// The cluster tier.
     pub tier: ClusterTier,
     /// The Premium parent id; present exactly for the Premium tier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(SCOPE_VALUE_PATTERN))]
     pub parent_id: Option<String>,
     /// The keyspace id; present exactly for the Starter and Essential tiers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(SCOPE_VALUE_PATTERN))]
     pub keyspace_id: Option<String>,
 }
 
@@ -198,17 +206,22 @@ impl TimeWindow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Most points one series may have (`<= 11000`).
+    /// Most points one series may have (`1..=11000`).
+    #[schemars(range(min = 1, max = MAX_POINTS_PER_SERIES))]
     pub max_points_per_series: u32,
-    /// Smallest step, whole seconds (`>= 1`).
+    /// Smallest step, whole seconds (1 second to 31 days).
     #[serde(with = "whole_seconds")]
-    #[schemars(with = "u64")]
+    #[schemars(with = "u64", range(min = 1, max = MAX_LOOKBACK.as_secs()))]
     pub min_step: Duration,
     /// Most queries in one Clinic batch (`1..=20`).
+    #[schemars(range(min = 1, max = MAX_BATCH))]
     pub max_batch: u32,
-    /// Most series kept in compact evidence (top-k by peak).
+    /// Most series kept in compact evidence (top-k by peak), at least 1.
+    #[schemars(range(min = 1))]
     pub max_series_kept: u32,
-    /// Most tool calls per Evidence Agent turn (enforced by the runtime, carried here).
+    /// Most tool calls per Evidence Agent turn, at least 1 (enforced by the turn: the
+    /// embedder's `Turn`, or the turn ledger of the MCP servers).
+    #[schemars(range(min = 1))]
     pub max_calls_per_turn: u32,
 }
 

@@ -38,6 +38,8 @@ fn nested(n: usize, open: &str, inner: &str, close: &str) -> String {
     format!("{}{inner}{}", open.repeat(n), close.repeat(n))
 }
 
+/// The inputs of the issue, each within the 4,096-byte `expr` limit: 4,090 unary minus
+/// signs and 2,046 nested parentheses are `promql_too_deep` on a 2 MiB stack.
 #[test]
 fn the_issue_inputs_are_refused_on_a_2_mib_thread() {
     let minus = format!("{}up", "-".repeat(4090));
@@ -48,6 +50,8 @@ fn the_issue_inputs_are_refused_on_a_2_mib_thread() {
     assert_eq!(lock_on_small_stack(parens), "promql_too_deep");
 }
 
+/// 680 nested `abs()` calls, 400 nested `sum()` and a 2,040-term `+1` chain are
+/// `promql_too_deep`; parentheses inside strings and comments do not count.
 #[test]
 fn deep_function_nesting_and_binary_chains_are_refused() {
     // 680 calls of abs() fit in 4,096 bytes.
@@ -76,6 +80,8 @@ fn deep_function_nesting_and_binary_chains_are_refused() {
     assert_eq!(lock_on_small_stack(quoted), "ready");
 }
 
+/// Nested subqueries lock up to 64 levels (21 nested `max_over_time((...)[1m:15s])`) and
+/// are `promql_too_deep` beyond.
 #[test]
 fn nested_subqueries_are_refused_beyond_the_limit() {
     // Each level `max_over_time((...)[1m:15s])` adds three levels of nesting.
@@ -85,6 +91,8 @@ fn nested_subqueries_are_refused_beyond_the_limit() {
     assert_eq!(lock_on_small_stack(level(100)), "promql_too_deep");
 }
 
+/// Inputs at the limit lock: one level below `MAX_PROMQL_DEPTH` is `ready`, the limit
+/// itself is `promql_too_deep`.
 #[test]
 fn deep_but_allowed_inputs_still_lock() {
     let limit = MAX_PROMQL_DEPTH;

@@ -147,6 +147,9 @@ fn wetech_unit_rejection_then_changed_same_turn_success() {
     );
 }
 
+/// `provider` in the arguments of each package is `forbidden_argument`
+/// (`policy_violation`, correctable only by leaving it out); inside a Clinic batch entry
+/// only that entry is rejected and the others lock.
 #[test]
 fn provider_in_arguments_is_rejected() {
     for provider in ["clinic", "manus", "wetech"] {
@@ -180,6 +183,11 @@ fn provider_in_arguments_is_rejected() {
     assert!(matches!(locked.items[1], LockedItem::Ready(_)));
 }
 
+/// Each platform-fixed field in the arguments (`start`, `end`, `window`, `cluster_id`,
+/// `ticket`, `account`, `url`, `host`, `target`) is a `policy_violation` whose correction
+/// says to leave it out; a range, `offset`, `@` or subquery reaching outside the window is
+/// `window_violation`, a regex widening the cluster `scope_violation`, each with a request
+/// digest; reads within the window plus look-back lock.
 #[test]
 fn platform_fixed_fields_and_windows_are_never_widened() {
     let policy = apid_29213("wetech");
@@ -239,6 +247,10 @@ fn platform_fixed_fields_and_windows_are_never_widened() {
     check_locked(ok.single().unwrap(), &policy).unwrap();
 }
 
+/// The Manus target comes from the policy (a `target` argument is a `policy_violation`);
+/// the locked query keeps its `instanceRef`, whose address binds as an `instance` matcher
+/// beside the cluster scope; a value that is no reference is `invalid_instance_ref`, and
+/// Clinic and Wetech accept no `instanceRef`.
 #[test]
 fn manus_target_comes_from_policy_and_instance_refs_bind() {
     let policy = apid_29213("manus");
