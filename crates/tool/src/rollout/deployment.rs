@@ -14,6 +14,8 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use super::RolloutError;
+use super::plan::TARGETS;
+use super::target_override::TargetOverride;
 use crate::Tool;
 use crate::context::{CONTEXT_VARS, SetBy};
 
@@ -38,23 +40,6 @@ pub struct DeploymentFile {
     /// keeps the seed's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub targets: BTreeMap<String, TargetOverride>,
-}
-
-/// Another cluster or read window for one target's policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TargetOverride {
-    /// The cluster id the target's policy names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
-    /// The read window's start (RFC 3339); given together with `end`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
-    pub start: Option<jiff::Timestamp>,
-    /// The read window's end (RFC 3339), after `start`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
-    pub end: Option<jiff::Timestamp>,
 }
 
 /// How the canary obtains its envelopes.
@@ -196,35 +181,18 @@ impl Deployment {
     }
 }
 
-/// Each override names a target of the plan, gives a window as both ends in order, and
-/// a cluster that is not empty.
+/// Each override names a target of the plan and is well-formed itself
+/// ([`TargetOverride::check`]).
 fn check_targets(targets: &BTreeMap<String, TargetOverride>) -> Result<(), RolloutError> {
     for (key, o) in targets {
-        if !super::plan::TARGETS.iter().any(|t| t.key == key) {
-            let known: Vec<&str> = super::plan::TARGETS.iter().map(|t| t.key).collect();
+        if !TARGETS.iter().any(|t| t.key == key) {
+            let known: Vec<&str> = TARGETS.iter().map(|t| t.key).collect();
             return Err(RolloutError::Deployment(format!(
                 "targets: no target {key:?} (the targets: {})",
                 known.join(", ")
             )));
         }
-        match (o.start, o.end) {
-            (Some(start), Some(end)) if start >= end => {
-                return Err(RolloutError::Deployment(format!(
-                    "targets.{key}: the window ends ({end}) before it starts ({start})"
-                )));
-            }
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(RolloutError::Deployment(format!(
-                    "targets.{key}: give both start and end, or neither"
-                )));
-            }
-            _ => {}
-        }
-        if o.cluster.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err(RolloutError::Deployment(format!(
-                "targets.{key}: the cluster is empty"
-            )));
-        }
+        o.check(key)?;
     }
     Ok(())
 }

@@ -16,8 +16,9 @@ mod markdown;
 mod plan;
 mod report;
 mod run;
+mod target_override;
 
-pub use deployment::{Deployment, DeploymentFile, EnvelopeSource, PackageEntry, TargetOverride};
+pub use deployment::{Deployment, DeploymentFile, EnvelopeSource, PackageEntry};
 pub use error::RolloutError;
 pub use justify::justifies;
 pub use markdown::summary;
@@ -27,3 +28,4 @@ pub use report::{
     RolloutReport, TargetReport,
 };
 pub use run::{REPORT_JSON, REPORT_MARKDOWN, run_canary, write_policies};
+pub use target_override::TargetOverride;

@@ -9,8 +9,8 @@ use evidence_policy::TrustedPolicy;
 use serde_json::{Value, json};
 
 use super::RolloutError;
-use super::deployment::TargetOverride;
 use super::report::Expectation;
+use super::target_override::TargetOverride;
 use crate::Tool;
 
 /// Start of the APID-29213 window: 2026-07-21 21:50:00 UTC+8.
