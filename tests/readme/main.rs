@@ -1,8 +1,10 @@
-//! The root README, tried as a newcomer tries it: every shell and Python block is run as
-//! written (or its fence says why it is not), the output a block says a reader sees is
-//! checked, each command's usage block is the program's own `--help`, JSON examples
-//! follow their committed schemas, and the configuration a block shows is what its
-//! command writes. A renamed flag, a changed default or a drifted example fails here.
+//! Every Markdown file of the repository, tried as a newcomer tries it: every shell and
+//! Python block is run as written (or its fence says why it is not), the output a block
+//! says a reader sees is checked, each command's usage block is the program's own
+//! `--help`, JSON examples follow their committed schemas, the files a block shows are
+//! what its session wrote, links between the files and to their headings resolve, and no
+//! file names a superseded format outside a section about superseded formats. A renamed
+//! flag, a changed default or a drifted example fails here with its `FILE:LINE`.
 //!
 //! Blocks are grouped into sessions by their fence (`sh session=first-hour`); see
 //! `blocks.rs` for the fence attributes and `session.rs` for what a session's run adapts.
@@ -12,10 +14,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod blocks;
+mod drift;
+mod files;
 mod init_workspace;
+mod links;
 mod session;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
@@ -24,12 +29,19 @@ use std::sync::{Mutex, PoisonError};
 use blocks::{Block, blocks, json_values};
 use session::{CHROMIUM, CURL, PROMETHEUS, ROOT};
 
-const README: &str = include_str!("../../README.md");
+/// The sessions, each run by one test below, and the one file that holds each.
+const SESSIONS: [(&str, &str); 5] = [
+    ("quick-start", "README.md"),
+    ("first-hour", "docs/first-hour.md"),
+    ("clinic-demo", "docs/guides/clinic-on-prometheus.md"),
+    ("opencode-config", "docs/guides/opencode-diagnosis.md"),
+    ("cutover", "docs/operations/cutover.md"),
+];
 
-/// The sessions of the README, each run by one test below.
-const SESSIONS: [&str; 4] = ["first-hour", "clinic-demo", "opencode-config", "cutover"];
+/// Where the runbook's ownership table lives.
+const OWNERSHIP_FILE: &str = "docs/operations/cutover.md";
 
-/// The commands whose usage the README shows, each in a `text usage=NAME` block.
+/// The commands whose usage the documentation shows, each in one `text usage=NAME` block.
 const PROGRAMS: [&str; 8] = [
     "canary",
     "clinic-tool",
@@ -41,34 +53,96 @@ const PROGRAMS: [&str; 8] = [
     "local_fronts",
 ];
 
-/// One README command at a time: sessions build and replace the same binaries.
+/// One documented command at a time: sessions build and replace the same binaries.
 pub(crate) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn readme_blocks() -> Vec<Block> {
-    blocks(README).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn session_blocks<'b>(all: &'b [Block], name: &str) -> Vec<&'b Block> {
-    all.iter()
-        .filter(|b| b.attr("session") == Some(name))
+/// Every fenced block of every Markdown file.
+fn all_blocks() -> Vec<Block> {
+    files::markdown_files()
+        .iter()
+        .flat_map(|f| blocks(&f.path, &f.text).unwrap_or_else(|e| panic!("{e}")))
         .collect()
 }
 
-/// Runs session `name` with `vars` and checks what its blocks say it prints.
-fn run_session(name: &str, vars: &[(&str, &OsStr)]) -> (Vec<Block>, session::Outcome) {
-    let all = readme_blocks();
+/// The blocks of session `name`, all of which must be in the file `SESSIONS` names.
+fn session_blocks<'b>(all: &'b [Block], name: &str) -> Vec<&'b Block> {
+    let file = SESSIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+        .unwrap_or_else(|| panic!("session {name} is not in SESSIONS"));
+    let blocks: Vec<&Block> = all
+        .iter()
+        .filter(|b| b.attr("session") == Some(name))
+        .collect();
+    for block in &blocks {
+        assert_eq!(
+            block.file,
+            file,
+            "{}: session {name} lives in {file}; a session's blocks are in one file",
+            block.at()
+        );
+    }
+    blocks
+}
+
+/// Runs session `name` with `vars`, checks what its blocks say it prints, and that each
+/// `json ... matches=PATH` block shows what the session wrote there (and that the whole
+/// file written follows the block's `schema=`, when it names one).
+fn run_session(name: &str, vars: &[(&str, &OsStr)]) {
+    let all = all_blocks();
+    let blocks = session_blocks(&all, name);
     let outcome = {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-        let blocks = session_blocks(&all, name);
         session::run(name, &blocks, vars)
     };
-    session::check_expectations(name, &session_blocks(&all, name), &outcome);
-    (all, outcome)
+    session::check_expectations(name, &blocks, &outcome);
+    for block in blocks.iter().filter(|b| b.attr("matches").is_some()) {
+        let copy = outcome.copy(block.line);
+        let written: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(&copy)
+                .unwrap_or_else(|e| panic!("{}: the copy {}: {e}", block.at(), copy.display())),
+        )
+        .unwrap_or_else(|e| panic!("{}: the file written is not JSON: {e}", block.at()));
+        let mut compared = 0;
+        for shown in json_values(block).unwrap_or_else(|e| panic!("{e}")) {
+            for (key, value) in shown.as_object().unwrap() {
+                assert_eq!(
+                    &written[key],
+                    value,
+                    "{}: `{key}` is not what the session wrote",
+                    block.at()
+                );
+                compared += 1;
+            }
+        }
+        assert!(compared > 0, "{}: the block shows no member", block.at());
+        if let Some(schema) = block.attr("schema") {
+            let errors = schema_errors(block, schema, &written);
+            assert!(
+                errors.is_empty(),
+                "{}: the file the session wrote does not follow {schema}: {errors:?}",
+                block.at()
+            );
+        }
+    }
+}
+
+/// What `value` breaks of the committed schema `schema` (a path from the root).
+fn schema_errors(block: &Block, schema: &str, value: &serde_json::Value) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(schema))
+        .unwrap_or_else(|e| panic!("{}: schema {schema}: {e}", block.at()));
+    let schema_value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema_value).unwrap();
+    validator
+        .iter_errors(value)
+        .map(|e| e.to_string())
+        .collect()
 }
 
 #[test]
 fn every_command_block_runs_or_says_why_not() {
-    let all = readme_blocks();
+    let all = all_blocks();
     let mut sessions = BTreeSet::new();
     for block in &all {
         if block.is_command() {
@@ -78,19 +152,20 @@ fn every_command_block_runs_or_says_why_not() {
                 }
                 (None, Some(reason)) => assert!(
                     reason.split_whitespace().count() >= 3,
-                    "README line {}: say why the block is not run",
-                    block.line
+                    "{}: say why the block is not run",
+                    block.at()
                 ),
                 _ => panic!(
-                    "README line {}: a {} block needs session=NAME (run by tests/readme) or not-run=\"why\"",
-                    block.line, block.lang
+                    "{}: a {} block needs session=NAME (run by tests/readme) or not-run=\"why\"",
+                    block.at(),
+                    block.lang
                 ),
             }
             if matches!(block.lang.as_str(), "python" | "py") && block.attr("session").is_some() {
                 assert!(
                     block.attr("file").is_some(),
-                    "README line {}: a Python block names the file the reader saves it as (file=NAME)",
-                    block.line
+                    "{}: a Python block names the file the reader saves it as (file=NAME)",
+                    block.at()
                 );
             }
         }
@@ -98,14 +173,26 @@ fn every_command_block_runs_or_says_why_not() {
             json_values(block).unwrap_or_else(|e| panic!("{e}"));
         }
     }
-    let known: BTreeSet<String> = SESSIONS.iter().map(|s| (*s).to_owned()).collect();
+    let known: BTreeSet<String> = SESSIONS.iter().map(|(s, _)| (*s).to_owned()).collect();
+    assert_eq!(sessions, known, "each session is run by one test here");
+    for (name, _) in SESSIONS {
+        session_blocks(&all, name);
+    }
+    let mut usages: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for block in &all {
+        if let Some(name) = block.attr("usage") {
+            usages.entry(name).or_default().push(block.at());
+        }
+    }
+    for (name, places) in &usages {
+        assert_eq!(
+            places.len(),
+            1,
+            "the usage of {name} is shown once, not at {places:?}"
+        );
+    }
     assert_eq!(
-        sessions, known,
-        "each README session is run by one test here"
-    );
-    let usages: BTreeSet<&str> = all.iter().filter_map(|b| b.attr("usage")).collect();
-    assert_eq!(
-        usages,
+        usages.keys().copied().collect::<BTreeSet<_>>(),
         PROGRAMS.into_iter().collect(),
         "a usage block per program"
     );
@@ -114,35 +201,32 @@ fn every_command_block_runs_or_says_why_not() {
 #[test]
 fn json_examples_follow_their_schemas() {
     let mut checked = 0;
-    for block in readme_blocks() {
-        let Some(schema) = block.attr("schema") else {
+    for block in all_blocks() {
+        // A block that shows part of a written file: its session checks the file.
+        let (Some(schema), None) = (block.attr("schema"), block.attr("matches")) else {
             continue;
         };
-        let text = std::fs::read_to_string(Path::new(ROOT).join(schema))
-            .unwrap_or_else(|e| panic!("README line {}: schema {schema}: {e}", block.line));
-        let schema_value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let validator = jsonschema::validator_for(&schema_value).unwrap();
         for value in json_values(&block).unwrap_or_else(|e| panic!("{e}")) {
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| e.to_string())
-                .collect();
+            let errors = schema_errors(&block, schema, &value);
             assert!(
                 errors.is_empty(),
-                "README line {}: the example does not follow {schema}: {errors:?}",
-                block.line
+                "{}: the example does not follow {schema}: {errors:?}",
+                block.at()
             );
             checked += 1;
         }
     }
-    assert!(checked >= 4, "the result and argument examples are checked");
+    assert!(
+        checked >= 7,
+        "the result, argument and policy examples are checked"
+    );
 }
 
 #[test]
 fn usage_blocks_are_the_programs_own_help() {
-    let all = readme_blocks();
+    let all = all_blocks();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    // The builds the README's own commands make (`cargo build -p evidence-tool`,
+    // The builds the documented commands make (`cargo build -p evidence-tool`,
     // `cargo run --example ...`): nothing is built twice.
     let mut programs = session::built(&["-p", "evidence-tool", "--bins"]);
     programs.extend(session::built(&[
@@ -157,7 +241,7 @@ fn usage_blocks_are_the_programs_own_help() {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, p)| p)
-            .unwrap_or_else(|| panic!("README line {}: no program {name} is built", block.line));
+            .unwrap_or_else(|| panic!("{}: no program {name} is built", block.at()));
         let output = Command::new(program).arg("--help").output().unwrap();
         assert!(
             output.status.success(),
@@ -167,14 +251,20 @@ fn usage_blocks_are_the_programs_own_help() {
         assert_eq!(
             String::from_utf8_lossy(&output.stdout).trim_end(),
             block.text.trim_end(),
-            "README line {}: the usage of {name} differs from its --help",
-            block.line
+            "{}: the usage of {name} differs from its --help",
+            block.at()
         );
     }
 }
 
-/// The first hour: the replay, one call of each package against the local test fronts
-/// (real Prometheus, real Chromium), the workspace and `opencode mcp list`.
+/// The quick start of the README: the offline replay.
+#[test]
+fn quick_start() {
+    run_session("quick-start", &[]);
+}
+
+/// The first hour: one call of each package against the local test fronts (real
+/// Prometheus, real Chromium), the workspace and `opencode mcp list`.
 #[test]
 fn first_hour() {
     for program in PROMETHEUS.into_iter().chain(CHROMIUM) {
@@ -228,15 +318,23 @@ fn cutover() {
     run_session("cutover", &[]);
 }
 
+/// The OpenCode registration of the servers: the configuration the guide shows is what
+/// `init_workspace` writes (the `matches=` block of the session).
+#[test]
+fn opencode_config() {
+    run_session("opencode-config", &[]);
+}
+
 /// The runbook's ownership table names every secret of every committed package, with
 /// its variable and the auth binding of its own package, and the policy keys with the
 /// variable the tools read them from.
 #[test]
 fn ownership_table_names_every_secret() {
-    let start = README
-        .find("### Ownership")
-        .expect("the README has an Ownership section");
-    let table: Vec<&str> = README[start..]
+    let runbook = files::markdown_file(OWNERSHIP_FILE).text;
+    let start = runbook
+        .find("## Ownership")
+        .unwrap_or_else(|| panic!("{OWNERSHIP_FILE} has an Ownership section"));
+    let table: Vec<&str> = runbook[start..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -293,29 +391,32 @@ fn ownership_table_names_every_secret() {
     );
 }
 
-/// The OpenCode registration of the three servers: the configuration the README shows
-/// is what `init_workspace` writes.
+/// Every relative link between the Markdown files reaches a file, and every `#anchor`
+/// a heading of its file.
 #[test]
-fn opencode_config() {
-    let (all, outcome) = run_session("opencode-config", &[]);
-    let mut compared = 0;
-    for block in session_blocks(&all, "opencode-config") {
-        if block.attr("matches").is_none() {
-            continue;
-        }
-        let written: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(outcome.copy(block.line)).unwrap())
-                .unwrap();
-        for shown in json_values(block).unwrap() {
-            for (key, value) in shown.as_object().unwrap() {
-                assert_eq!(
-                    &written[key], value,
-                    "README line {}: `{key}` is not what the command wrote",
-                    block.line
-                );
-                compared += 1;
-            }
-        }
-    }
-    assert!(compared > 0, "the written configuration is compared");
+fn links_resolve() {
+    let files = files::markdown_files();
+    let broken = links::broken_links(&files, Path::new(ROOT));
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(
+        links::count_links(&files) >= 50,
+        "the documents link to each other"
+    );
+}
+
+/// No Markdown file names a compact evidence format but the current one outside a
+/// section about superseded formats.
+#[test]
+fn no_superseded_format_outside_its_section() {
+    let current = serde_json::to_value(evidence_result::evidence::EvidenceFormat::CompactV3)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let stale = drift::stale_format_names(&files::markdown_files(), &current);
+    assert!(
+        stale.is_empty(),
+        "compact evidence formats other than {current} outside a superseded-formats section:\n{}",
+        stale.join("\n")
+    );
 }

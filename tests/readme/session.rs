@@ -1,14 +1,15 @@
-//! Running one README session: the shell blocks of one `session=` name, in README order,
-//! as one `bash -euo pipefail` script from the repository root, exactly as written.
+//! Running one session: the shell blocks of one `session=` name, in the order of the
+//! Markdown file that holds them, as one `bash -euo pipefail` script from the repository
+//! root, exactly as written.
 //!
-//! What the test adapts is only what the README leaves to its reader through variables
+//! What the test adapts is only what the file leaves to its reader through variables
 //! it sets itself (`PORT=${PORT:-19090}`, `MCP_PYTHON=${MCP_PYTHON:-...}`,
 //! `OPENCODE_BIN`): the test gives a free port, the pinned Python MCP SDK's venv and the
 //! pinned OpenCode. Every session runs with its own temporary folder (`TMPDIR`, so each
 //! `mktemp -d` is fresh and removed afterwards) and its own `HOME` and XDG folders (the
 //! user's OpenCode configuration is never read; Cargo's and rustup's homes are kept),
 //! with OpenCode's offline switches set. A Python block with `file=NAME` is saved under
-//! that name where the script stands when it reaches the block, as the README tells the
+//! that name where the script stands when it reaches the block, as the file tells the
 //! reader to; a `json` block with `matches=PATH` gets a copy of that file made at that
 //! point of the script, for the comparison afterwards. The script runs in its own
 //! process group, which is stopped afterwards, so a server a block left running (or a
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::blocks::Block;
 
-/// The repository root: where the README's commands start.
+/// The repository root: where the documented commands start.
 pub(crate) const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// How long one session may run.
@@ -75,7 +76,7 @@ pub(crate) fn require(program: Program) -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
             panic!(
-                "`{}` is not installed (the README's commands need it): {} (bash scripts/test.sh installs it)",
+                "`{}` is not installed (the documented commands need it): {} (bash scripts/test.sh installs it)",
                 program.name, program.install
             )
         })
@@ -120,7 +121,7 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    /// The copy made for the `json` block at README line `line`.
+    /// The copy made for the `json` block at line `line` of the session's file.
     pub(crate) fn copy(&self, line: usize) -> PathBuf {
         self.dir.path().join("copies").join(format!("{line}.json"))
     }
@@ -132,8 +133,8 @@ fn script(name: &str, blocks: &[&Block]) -> String {
     for block in blocks {
         let _ = writeln!(
             script,
-            "printf '%s\\n' '--- README line {} (session {name})' >&2",
-            block.line
+            "printf '%s\\n' '--- {} (session {name})' >&2",
+            block.at()
         );
         match (
             block.lang.as_str(),
@@ -189,7 +190,7 @@ fn stop_group(pgid: u32) {
 pub(crate) fn run(name: &str, blocks: &[&Block], vars: &[(&str, &OsStr)]) -> Outcome {
     assert!(
         !blocks.is_empty(),
-        "the README has no block of session {name}"
+        "no Markdown file has a block of session {name}"
     );
     let dir = tempfile::Builder::new()
         .prefix(&format!("readme-{name}-"))
@@ -260,10 +261,7 @@ pub(crate) fn run(name: &str, blocks: &[&Block], vars: &[(&str, &OsStr)]) -> Out
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     let stdout = evidence_test_support::without_terminal_colours(&read(&stdout_path));
     let stderr = read(&stderr_path);
-    eprintln!(
-        "README session {name}: {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("session {name}: {:.1} s", started.elapsed().as_secs_f64());
     let tail = |text: &str| {
         let start = text.len().saturating_sub(6000);
         let start = (start..text.len())
@@ -274,12 +272,12 @@ pub(crate) fn run(name: &str, blocks: &[&Block], vars: &[(&str, &OsStr)]) -> Out
     match status {
         Some(s) if s.success() => {}
         Some(s) => panic!(
-            "README session {name} failed ({s}).\n--- stdout (end) ---\n{}\n--- stderr (end; the last '--- README line' is the failing block) ---\n{}",
+            "session {name} failed ({s}).\n--- stdout (end) ---\n{}\n--- stderr (end; the last '--- FILE:LINE' is the failing block) ---\n{}",
             tail(&stdout),
             tail(&stderr)
         ),
         None => panic!(
-            "README session {name} did not finish within {} s.\n--- stdout (end) ---\n{}\n--- stderr (end) ---\n{}",
+            "session {name} did not finish within {} s.\n--- stdout (end) ---\n{}\n--- stderr (end) ---\n{}",
             SESSION_TIMEOUT.as_secs(),
             tail(&stdout),
             tail(&stderr)
@@ -300,15 +298,17 @@ pub(crate) fn check_expectations(name: &str, blocks: &[&Block], outcome: &Outcom
             match outcome.stdout[from..].find(&expected) {
                 Some(at) => from += at + expected.len(),
                 None => panic!(
-                    "README line {} (session {name}) says the output shows\n    {expected}\nbut it does not (after what the earlier lines matched).\n--- stdout ---\n{}\n--- stderr ---\n{}",
-                    block.line, outcome.stdout, outcome.stderr
+                    "{} (session {name}) says the output shows\n    {expected}\nbut it does not (after what the earlier lines matched).\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                    block.at(),
+                    outcome.stdout,
+                    outcome.stderr
                 ),
             }
         }
     }
 }
 
-/// The executables `cargo build ARGS` makes (from the repository root, as the README's
+/// The executables `cargo build ARGS` makes (from the repository root, as the documented
 /// commands build them), by target name.
 pub(crate) fn built(args: &[&str]) -> Vec<(String, PathBuf)> {
     let output = Command::new(env!("CARGO"))

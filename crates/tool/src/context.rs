@@ -252,16 +252,16 @@ mod tests {
         }
     }
 
-    /// The README's entrypoint table names exactly the variables of [`CONTEXT_VARS`]:
-    /// each row's first column holds one or more names in backticks.
+    /// The entrypoints reference's variable table names exactly the variables of
+    /// [`CONTEXT_VARS`]: each row's first column holds one or more names in backticks.
     #[test]
-    fn the_readme_table_lists_exactly_these_variables() {
-        let readme = include_str!("../../../README.md");
+    fn the_reference_table_lists_exactly_these_variables() {
+        let readme = include_str!("../../../docs/reference/entrypoints.md");
         let header = "| variable | read by | who sets it | meaning |";
         let table = readme
             .split_once(header)
             .map(|(_, rest)| rest)
-            .expect("the README has the variable table");
+            .expect("docs/reference/entrypoints.md has the variable table");
         let mut listed = BTreeSet::new();
         for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
             let first = row.split('|').nth(1).unwrap_or_default();
