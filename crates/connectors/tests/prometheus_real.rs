@@ -182,6 +182,10 @@ async fn real_rejections_keep_status_type_text_and_digest() {
     assert_eq!(f.error.prometheus_error_type.as_deref(), Some("timeout"));
 }
 
+/// Real Prometheus prints a bound secret (the session cookie in a label) twice in its 422
+/// duplicate-series text: `detail_error` keeps the provider's words ("many-to-many
+/// matching not allowed") with the value replaced by `[REDACTED]`, and the model-visible
+/// result holds no copy of it.
 #[tokio::test]
 async fn provider_echoes_of_secrets_are_redacted() {
     let prom = Prometheus::start(Fixture::Main).await.unwrap();

@@ -204,6 +204,9 @@ fn unchanged_retry_between_rejection_and_correction_is_refused_and_not_a_correct
     assert_eq!(handoff.providers[0].refused_calls, 1);
 }
 
+/// The ST-2865 replay: the first Clinic query answers 261 series (peak 78.64 %) and is
+/// verified; the second returns no series and is handed off as `no_data`, unverified,
+/// with no peak and no series: never a zero value.
 #[test]
 fn st_2865_second_clinic_query_without_series_stays_no_data_and_unverified() {
     let mut turn = Turn::new(TurnLimits::new(4));

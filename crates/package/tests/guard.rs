@@ -76,9 +76,10 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// A scan that cannot complete fails closed, names no secret (none matched), and
-    /// its replacement says the scan could not complete, never that a protected value
-    /// was there; a found secret is still named and still says so.
+    /// A scan that cannot complete (here the size cap) fails closed, names no secret (none
+    /// matched), and its replacement says the scan could not complete, never that a
+    /// protected value was there; it keeps the class `output_blocked`, since what was not
+    /// scanned may hold a secret. A found secret is still named and still says so.
     #[test]
     fn an_incomplete_scan_names_no_secret(
         secrets in prop::collection::vec("[A-Za-z0-9]{12,32}", 1..5),

@@ -257,6 +257,8 @@ fn inconsistent_details_are_refused() {
     assert!(Details::batch(origin(Provider::Clinic), vec![]).is_none());
 }
 
+/// A rejection is a failed result, also in its MCP projection, and so is a batch whose
+/// every item failed (status `error`).
 #[test]
 fn failed_whenever_status_is_error() {
     let r = golden_rejection();
@@ -500,6 +502,8 @@ fn arb_details() -> impl Strategy<Value = Details> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
+    /// For generated details: `text` is exactly the JSON of `details`, and the result is
+    /// failed exactly when `status` is `error`.
     #[test]
     fn text_is_exactly_the_json_of_details(details in arb_details()) {
         let r = ToolResult::new(details.clone()).unwrap();

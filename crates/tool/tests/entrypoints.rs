@@ -139,10 +139,11 @@ async fn clinic_tool_from_a_deployable_folder() {
 
 /// A Clinic API answering series whose label values are long (a trace list or SQL text
 /// in a label): every one-query result is `ok` within 4 KiB with its labels cut and
-/// marked, and its audit record names no secret. Before label values were bounded, 3
-/// series of 100 KiB of one run gave `output_blocked` (the scan's decoding budget, with
-/// a correction about "a protected value" and `clinic_api_token` named in the audit), of
-/// words 308 KB of text, and 3 series of 10 KiB 31.6 KB of text.
+/// marked, and its audit record names no secret. Before label values were bounded (on
+/// `0ff61d2`), 3 series of 100 KiB labels of one repeated letter were `output_blocked` by
+/// the scan's decoding budget, with a correction about "a protected value" and every
+/// guarded secret (`clinic_api_token`) named in the audit record; 3 series of 100 KiB of
+/// words gave 308 KB of text, and 3 series of 10 KiB gave `ok` with 31.6 KB of text.
 #[tokio::test]
 async fn long_label_values_give_a_bounded_result_naming_no_secret() {
     let clinic = Clinic::start().await;
@@ -181,6 +182,10 @@ async fn long_label_values_give_a_bounded_result_naming_no_secret() {
     }
 }
 
+/// One changed byte of the packaged tool binary changes the digest the process computes
+/// from itself, so the envelope signed for the folder's digest does not verify: the call
+/// is `policy_verification_failed` (class `authorization`) with one audit record and
+/// nothing sent to Clinic.
 #[tokio::test]
 async fn one_changed_byte_of_the_packaged_binary_is_refused_before_any_request() {
     let clinic = Clinic::start().await;
@@ -203,6 +208,10 @@ async fn one_changed_byte_of_the_packaged_binary_is_refused_before_any_request()
     assert_eq!(records[0]["failure_class"], "authorization");
 }
 
+/// Clinic v2 and v3, each from its own deployable folder, run their own binary under
+/// their own revision and digest (as their audit records show); v3's binary refuses v2's
+/// envelope (`policy_verification_failed`), and the built binary started outside any
+/// package folder runs nothing (`package_load_failed`, nothing sent).
 #[tokio::test]
 async fn clinic_v2_and_v3_each_run_their_own_binary() {
     let clinic = Clinic::start().await;
@@ -248,6 +257,12 @@ async fn clinic_v2_and_v3_each_run_their_own_binary() {
     assert_eq!(clinic.front.requests().len(), before);
 }
 
+/// Every runtime-context failure is a result of a shared class, with one audit record,
+/// no Clinic token in it and nothing sent: the envelope or the verification keys unset or
+/// malformed, the policy signing key (`EVIDENCE_SIGNING_KEY`) present in the sandbox, a
+/// secret unset or too short to guard, the deployment configuration incomplete. A package
+/// folder that does not load is a result too, with the audit record of an unloaded
+/// package (no digest).
 #[tokio::test]
 async fn runtime_context_failures_are_results_with_one_audit_record_each() {
     let clinic = Clinic::start().await;
@@ -419,6 +434,10 @@ async fn manus_tool_from_a_deployable_folder() {
     assert_eq!(audit_records(&audit).len(), 1);
 }
 
+/// `sign-policy --package-dir` refuses a source folder (exit 2, naming the entrypoint
+/// `bin/clinic-tool` it lacks); the envelope for a deployable folder carries exactly the
+/// digest packaging printed; `package-tool` refuses to write into a folder that is not
+/// empty.
 #[test]
 fn the_signer_signs_only_a_deployable_folder() {
     let dir = tempfile::tempdir().unwrap();

@@ -178,6 +178,19 @@ fn no_secret_in(result: &ToolResult) {
     }
 }
 
+/// `wetech-tool` as a process, three calls. A call with a `unit` that is no label is
+/// `invalid_unit` with nothing started: its ChromeDriver is a tripwire script that would
+/// leave a marker file, and the marker is absent, Grafana saw no request and the count of
+/// Chromium processes is unchanged. The corrected call runs in real Chromium, with
+/// ChromeDriver and Chromium wrapped so that each records its own `/proc/<pid>/environ`:
+/// neither holds any `EVIDENCE_*`, `WETECH_*`, `CLINIC_*` or `MANUS_*` variable. That call
+/// binds a storage state as a real Grafana login leaves it (a 32-hex `httpOnly` session, a
+/// 10-digit `grafana_session_expiry`, short cookie and localStorage page state, a JSON
+/// localStorage value) and answers `ok`, with the short values in the browser as stored.
+/// The third call's answer holds the session cookie in a metric label: the guard blocks it
+/// (`output_blocked`), the audit record names the secret (`wetech_storage_state`) and the
+/// model-visible result names neither the value nor the secret. The audit records list
+/// the page state the binding left unguarded, never a value.
 #[tokio::test]
 async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_a_secret() {
     let slot = BrowserSlot::acquire().await;

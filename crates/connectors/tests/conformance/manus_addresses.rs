@@ -239,8 +239,12 @@ const REFUSED_PROBES: &[(&str, bool, &str)] = &[
     ),
 ];
 
-/// The expressions of the finding and their neighbours: each is refused by the lock with
-/// a typed, correctable policy code that points to `instanceRef`, and nothing is sent.
+/// The expressions of the finding and their neighbours (`REFUSED_PROBES`): `label_replace`
+/// reshaping `instance` into `10-21-1-17 port 10080` or cutting the host name out of it,
+/// `instance` matchers used as a yes/no oracle or naming an address, the other matcher
+/// operators, `host_ip`, `__address__`, `absent`, `label_join`, `count_values` and
+/// `sort_by_label` on address-bearing labels. Each is refused by the lock with a typed,
+/// correctable policy code that points to `instanceRef`, and nothing is sent.
 #[tokio::test]
 async fn addresses_cannot_be_reshaped_or_tested() {
     let vida = Vida::start().await;
@@ -563,9 +567,16 @@ fn expr(cpu: bool) -> impl Strategy<Value = String> {
     })
 }
 
-/// No generated expression gets an address out in any shape: refused by the lock, or
-/// run on the real Prometheus behind the Manus front with every address sealed. Refusals
-/// carry codes from the contract table. One server for the whole property.
+/// No generated expression gets an address out in any shape. 2,000 expressions (rewrites
+/// with varied regexes and replacements, matchers on address and other labels,
+/// aggregations, `on`/`ignoring` with `group_left`/`group_right`, nested functions and
+/// subqueries, with and without an `instanceRef`) go through `lock` and then
+/// `ManusConnector` behind the Manus front on the real `vida` Prometheus, whose fixture
+/// carries host names with and without a port, and inside a URL, in labels other than
+/// `instance`. Each is refused by the lock or runs with every address sealed: no
+/// model-visible string holds the digits of a fixture address joined by any separators, a
+/// fixture port or a fixture host name. Refusals carry codes from the contract table. One
+/// server for the whole property.
 #[test]
 fn no_address_leaves_in_any_shape() {
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -444,6 +444,12 @@ mod tests {
             .unwrap_or_else(|| panic!("{what} not derived"))
     }
 
+    /// The one rule for JSON in a storage state, case by case: a text or number leaf is a
+    /// credential when a name on its path names one (`{"session":{"id":"ab12cd3"}}`, through
+    /// arrays, `{"pin":1234}`), unless a key below that name describes it (`expires_at`);
+    /// a number under a neutral key is page state; a boolean is page state wherever it sits;
+    /// JSON held in a JSON string and a cookie holding JSON, as stored and percent-encoded,
+    /// are walked the same way.
     #[test]
     fn credentials_in_every_json_shape() {
         let ui = |value: serde_json::Value| {
