@@ -22,7 +22,7 @@ use crate::context::{
     MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV, WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV,
     WETECH_GRAFANA_URL_ENV,
 };
-use crate::deadline::{call_budget, package_timeout};
+use crate::deadline::package_timeout;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::runtime_context::RuntimeContext;
 use crate::tool_kind::Tool;
@@ -70,12 +70,13 @@ fn http<C>(connector: Result<C, ConnectorError>) -> Result<C, RuntimeFailure> {
     connector.map_err(|e| config_failure(format!("the HTTP client cannot start: {e}")))
 }
 
-/// The limits of every provider request of `package`: the default body bound, and the
-/// whole call budget as the time limit, so that the call's deadline is what bounds a
-/// request and the provider's own `timeout` is derived from what is left of it.
+/// The limits of every provider request of `package`: the default body bound, and as
+/// the time limit the package's whole `timeout_ms`, longer than any call's deadline: the
+/// deadline is what ends a request, and the provider's own `timeout` is derived from
+/// what is left of it.
 fn limits(package: &Package) -> ResponseLimits {
     ResponseLimits {
-        timeout: call_budget(package_timeout(package)),
+        timeout: package_timeout(package),
         ..ResponseLimits::default()
     }
 }
