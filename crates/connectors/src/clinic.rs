@@ -20,7 +20,7 @@ use crate::connector::{failed, finish, identity_failure, internal};
 use crate::prometheus::{
     Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper,
 };
-use crate::{Connector, ConnectorError, HostAllowlist};
+use crate::{Connector, ConnectorError, CutOff, Deadline, HostAllowlist, deadline_failure};
 
 // The HTTP connectors share one client setup (Manus imports it from here).
 pub(crate) use crate::tls::http_client;
@@ -48,7 +48,8 @@ pub struct ClinicConfig {
     /// Queries of one batch that run at once (1 to `evidence_policy::policy::MAX_BATCH`).
     pub concurrency: usize,
     /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
-    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// when set (capped at `limits.timeout` and at what is left of the call's deadline),
+    /// otherwise the shorter of those two minus a small
     /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
 }
@@ -189,7 +190,9 @@ impl ClinicSecrets {
 /// failed items without any request; the others run with bounded concurrency, each as
 /// one `POST` of a form-encoded `query_range` to the cluster-scoped path, with the
 /// bearer token. Items come back in request order, each with its own status and
-/// request digest; the batch status is `ok`, `partial` or `error`. An execution-time
+/// request digest; the batch status is `ok`, `partial` or `error`. The batch shares the
+/// call's one deadline: an item still running when it passes, and every item not sent
+/// yet, answers a typed `clinic_timeout`; the items already answered keep their results. An execution-time
 /// rejection is `clinic_http_422` with the provider's complete text and a same-turn
 /// correction. Redirects are never followed (they could leave the allowlist).
 #[derive(Debug, Clone)]
@@ -219,11 +222,12 @@ impl Connector for ClinicConnector {
         Provider::Clinic
     }
 
-    async fn call(
+    async fn call_within(
         &self,
         request: &LockedRequest,
         config: &ClinicConfig,
         secrets: &ClinicSecrets,
+        deadline: &Deadline,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
         if let Some(f) = identity_failure(request, &self.package(), self.provider()) {
@@ -242,6 +246,7 @@ impl Connector for ClinicConnector {
             token: &secrets.token,
             mapper: &mapper,
             top_k: request.scope.series_kept,
+            deadline,
         };
         let concurrency = config.concurrency.clamp(1, MAX_BATCH as usize);
         // Futures collected first, so the stream's item type names no closure lifetime.
@@ -270,6 +275,7 @@ struct Run<'a> {
     token: &'a SecretString,
     mapper: &'a ResponseMapper,
     top_k: u32,
+    deadline: &'a Deadline,
 }
 
 impl Run<'_> {
@@ -285,10 +291,21 @@ impl Run<'_> {
     }
 
     async fn query(&self, query: &LockedQuery) -> Item {
+        let failed =
+            |failure| Item::failure(query.query_id.clone(), Some(query.request_digest), failure);
+        if self.deadline.is_over() {
+            let cut = CutOff::BeforeQuery("before this query of the batch was sent");
+            return failed(deadline_failure(Provider::Clinic, self.deadline, cut));
+        }
         let window = query.evidence_window();
         let limits = &self.config.limits;
+        // Prometheus stops evaluating when what is left of the call's deadline passes.
+        let left = ResponseLimits {
+            timeout: self.deadline.limit(limits.timeout),
+            ..*limits
+        };
         let range = QueryRange::new(query.expr.clone(), window)
-            .with_timeout(limits.evaluation_timeout(self.config.evaluation_timeout));
+            .with_timeout(left.evaluation_timeout(self.config.evaluation_timeout));
         let builder = range
             .post(self.client, self.url.clone())
             .bearer_auth(self.token.expose_secret());
@@ -296,17 +313,22 @@ impl Run<'_> {
             .with_expr(query.expr.clone())
             .with_window(window);
         compaction.unit.clone_from(&query.unit);
-        let fetched = self
-            .mapper
-            .fetch_evidence(builder, &self.config.limits, &compaction, &KeepLabels)
-            .await;
+        let fetch =
+            self.mapper
+                .fetch_evidence(builder, &self.config.limits, &compaction, &KeepLabels);
+        let fetched = match self.deadline.run(fetch).await {
+            Ok(fetched) => fetched,
+            Err(_) => Err(deadline_failure(
+                Provider::Clinic,
+                self.deadline,
+                CutOff::DuringQuery,
+            )),
+        };
         match fetched {
             Ok(evidence) => {
                 Item::success(query.query_id.clone(), Some(query.request_digest), evidence)
             }
-            Err(failure) => {
-                Item::failure(query.query_id.clone(), Some(query.request_digest), failure)
-            }
+            Err(failure) => failed(failure),
         }
     }
 }

@@ -14,8 +14,8 @@ use evidence_result::{
 };
 use url::Url;
 
-use crate::ConnectorError;
 use crate::codes::Code;
+use crate::{ConnectorError, Deadline};
 
 /// The connector of one Managed Tool package: it runs a [`LockedRequest`] against its
 /// provider and answers with the one result transport of `evidence-result`.
@@ -46,13 +46,32 @@ pub trait Connector: Send + Sync {
     /// The provider this connector talks to.
     fn provider(&self) -> Provider;
 
-    /// Runs a locked request.
+    /// Runs a locked request by `deadline`: every step (session bootstrap, browser
+    /// start, connect, headers, body) is raced against it, the provider's own `timeout`
+    /// parameter is derived from what is left of it, and a step it cuts off answers the
+    /// typed timeout of [`deadline_failure`](crate::deadline_failure). A connector that
+    /// must clean up (Wetech's browser) keeps time for that before the deadline, so the
+    /// result is handed back by it.
+    async fn call_within(
+        &self,
+        request: &LockedRequest,
+        config: &Self::Config,
+        secrets: &Self::Secrets,
+        deadline: &Deadline,
+    ) -> Result<ToolResult, ResultError>;
+
+    /// Runs a locked request without a call deadline ([`Deadline::none`]): only the
+    /// configuration's own time limits apply. The same path as
+    /// [`Connector::call_within`].
     async fn call(
         &self,
         request: &LockedRequest,
         config: &Self::Config,
         secrets: &Self::Secrets,
-    ) -> Result<ToolResult, ResultError>;
+    ) -> Result<ToolResult, ResultError> {
+        self.call_within(request, config, secrets, &Deadline::none())
+            .await
+    }
 }
 
 /// One allowlist entry: an exact host and, optionally, an exact port.

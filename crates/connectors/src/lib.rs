@@ -5,6 +5,7 @@ mod clinic;
 mod codes;
 mod compact_address;
 mod connector;
+mod deadline;
 mod error;
 mod manus;
 mod prometheus;
@@ -15,6 +16,9 @@ pub mod wetech;
 
 pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
 pub use connector::{Connector, HostAllowlist};
+pub use deadline::{
+    CutOff, Deadline, DeadlinePassed, NARROWER_MAY_HELP, NARROWER_WILL_NOT_HELP, deadline_failure,
+};
 pub use error::ConnectorError;
 pub use manus::{ManusConfig, ManusConnector, ManusSecrets};
 pub use prometheus::ResponseLimits;

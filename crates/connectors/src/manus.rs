@@ -22,7 +22,7 @@ use crate::prometheus::{
     Compaction, QueryRange, RawResponse, Redactor, ResponseLimits, ResponseMapper, fetch,
 };
 use crate::reference::{ReferenceKeyRing, ReferenceScope};
-use crate::{Connector, ConnectorError, HostAllowlist};
+use crate::{Connector, ConnectorError, CutOff, Deadline, HostAllowlist, deadline_failure};
 
 /// The largest session bootstrap answer read.
 const SESSION_MAX_BYTES: usize = 64 * 1024;
@@ -44,7 +44,8 @@ pub struct ManusConfig {
     /// Body cap and time limit of the session bootstrap and of the query (each).
     pub limits: ResponseLimits,
     /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
-    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// when set (capped at `limits.timeout` and at what is left of the call's deadline),
+    /// otherwise the shorter of those two minus a small
     /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
 }
@@ -220,11 +221,12 @@ impl Connector for ManusConnector {
         Provider::Manus
     }
 
-    async fn call(
+    async fn call_within(
         &self,
         request: &LockedRequest,
         config: &ManusConfig,
         secrets: &ManusSecrets,
+        deadline: &Deadline,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
         let query = match single_query(
@@ -245,18 +247,23 @@ impl Connector for ManusConnector {
             )
         };
         let redactor = Redactor::new([secrets.username.clone(), secrets.password.clone()]);
-        let plan = match plan(request, query, config, secrets, &redactor) {
+        let plan = match plan(request, query, config, secrets, &redactor, deadline) {
             Ok(plan) => plan,
             Err(failure) => return fail(*failure),
         };
 
-        // The network starts here: the session bootstrap, then the query.
-        let session = match self
-            .bootstrap(&plan.session_url, config, secrets, &redactor)
-            .await
-        {
-            Ok(session) => session,
-            Err(failure) => return fail(*failure),
+        // The network starts here: the session bootstrap, then the query, both within
+        // the call's deadline.
+        let bootstrap = self.bootstrap(&plan.session_url, config, secrets, &redactor);
+        let session = match deadline.run(bootstrap).await {
+            Ok(Ok(session)) => session,
+            Ok(Err(failure)) => return fail(*failure),
+            Err(_) => {
+                let cut = CutOff::BeforeQuery("while the session bootstrap was waiting for Manus");
+                let mut failure = deadline_failure(Provider::Manus, deadline, cut);
+                failure.correction.keep.clone_from(&plan.keep);
+                return fail(failure);
+            }
         };
         let session_value = match session_value(&session) {
             Ok(value) => value,
@@ -273,7 +280,8 @@ impl Connector for ManusConnector {
 
 /// What a Manus call holds before anything is sent: the target and its endpoints, the
 /// header that carries the session, the expression with its `instanceRef` bound, the
-/// fields a correction keeps, and the time references are opened and sealed at.
+/// fields a correction keeps, the time references are opened and sealed at, and the
+/// call's deadline.
 struct Plan<'a> {
     query: &'a LockedQuery,
     target: ManusTarget,
@@ -283,6 +291,7 @@ struct Plan<'a> {
     expr: String,
     keep: Vec<String>,
     now: i64,
+    deadline: &'a Deadline,
 }
 
 /// The local steps of a call: the policy's target, its endpoints and the bound
@@ -293,6 +302,7 @@ fn plan<'a>(
     config: &ManusConfig,
     secrets: &ManusSecrets,
     redactor: &Redactor,
+    deadline: &'a Deadline,
 ) -> Result<Plan<'a>, Box<Failure>> {
     let keep = vec![
         "queryId".to_owned(),
@@ -333,6 +343,7 @@ fn plan<'a>(
         expr,
         keep,
         now,
+        deadline,
     })
 }
 
@@ -364,9 +375,15 @@ impl ManusConnector {
     ) -> Details {
         let origin = request.origin();
         let query = plan.query;
+        let deadline = plan.deadline;
         let window = query.evidence_window();
+        // Prometheus stops evaluating when what is left of the call's deadline passes.
+        let left = ResponseLimits {
+            timeout: deadline.limit(config.limits.timeout),
+            ..config.limits
+        };
         let range = QueryRange::new(plan.expr.clone(), window)
-            .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
+            .with_timeout(left.evaluation_timeout(config.evaluation_timeout));
         let builder = range
             .post(&self.client, plan.query_url)
             .header(plan.header, session);
@@ -380,9 +397,15 @@ impl ManusConnector {
             .with_expr(sealer.text(&plan.expr))
             .with_window(window);
         compaction.unit.clone_from(&query.unit);
-        let fetched = mapper
-            .fetch_evidence(builder, &config.limits, &compaction, &sealer)
-            .await;
+        let fetch = mapper.fetch_evidence(builder, &config.limits, &compaction, &sealer);
+        let fetched = match deadline.run(fetch).await {
+            Ok(fetched) => fetched,
+            Err(_) => {
+                let mut failure = deadline_failure(Provider::Manus, deadline, CutOff::DuringQuery);
+                failure.correction.keep.clone_from(&plan.keep);
+                Err(failure)
+            }
+        };
         match fetched {
             Ok(evidence) => Details::success(
                 origin,

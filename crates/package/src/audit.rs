@@ -88,9 +88,11 @@ pub struct AuditRecord {
     /// process hashed: its running code and the manifest it read then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub folder_changed: bool,
-    /// Whether the call was cut off before it produced its result: the serving process
-    /// was told to stop (SIGTERM, SIGINT) while the call ran. Its `status` is `error`
-    /// and nothing about its outcome is known.
+    /// Whether the call was cut off before its result reached its caller: the serving
+    /// process was told to stop (SIGTERM, SIGINT) while the call ran (its `status` is
+    /// `error` and nothing about its outcome is known), or the MCP client cancelled the
+    /// call (its work stopped there; the record keeps what the call answered, which no
+    /// client read).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
 }

@@ -125,7 +125,7 @@ async fn query_range(
             json!({"code": 403, "message": format!("token may not read cluster {cluster_id}")}),
         );
     }
-    if let Some(fault) = state.faults.apply().await {
+    if let Some(fault) = state.faults.apply_to(&body).await {
         return fault;
     }
     state

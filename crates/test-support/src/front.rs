@@ -72,12 +72,20 @@ pub enum Fault {
         /// The pause before each chunk.
         chunk_delay: Duration,
     },
+    /// Answer 200 with the start of a Prometheus matrix at once, then one byte every
+    /// `every`, never ending (a provider whose answer drips: only the client's deadline
+    /// ends it).
+    Drip {
+        /// The pause before each byte.
+        every: Duration,
+    },
 }
 
 #[derive(Debug, Default)]
 struct FaultState {
     delay_ms: AtomicU64,
     fault: Mutex<Fault>,
+    only_for: Mutex<Option<String>>,
 }
 
 /// Runtime switches for a front's fault modes. Cheap to clone; all clones control the
@@ -103,10 +111,44 @@ impl FaultControl {
             .unwrap_or_else(PoisonError::into_inner) = fault;
     }
 
-    /// No delay and no fault.
+    /// Applies the delay and the fault only to queries whose expression (the `query`
+    /// parameter of a form body) contains `text`; the others are answered as without
+    /// them. `None` applies them to every request again. (Honoured by the fronts that
+    /// say so: the Clinic front's queries.)
+    pub fn set_only_for(&self, text: Option<&str>) {
+        *self
+            .state
+            .only_for
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = text.map(str::to_owned);
+    }
+
+    /// No delay, no fault, every request.
     pub fn clear(&self) {
         self.set_delay(Duration::ZERO);
         self.set_fault(Fault::None);
+        self.set_only_for(None);
+    }
+
+    /// [`FaultControl::apply`] for a request with this form `body`, unless
+    /// [`FaultControl::set_only_for`] leaves its query out.
+    pub(crate) async fn apply_to(&self, body: &[u8]) -> Option<Response> {
+        let only = self
+            .state
+            .only_for
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(text) = only {
+            let query = url::form_urlencoded::parse(body)
+                .find(|(name, _)| name == "query")
+                .map(|(_, value)| value.into_owned())
+                .unwrap_or_default();
+            if !query.contains(&text) {
+                return None;
+            }
+        }
+        self.apply().await
     }
 
     /// The current delay.
@@ -137,6 +179,11 @@ impl FaultControl {
             Fault::CutBody { bytes } => Some(cut_body(bytes)),
             Fault::BrokenMatrix { bytes } => Some(broken_matrix(bytes)),
             Fault::SlowBody { bytes, chunk_delay } => Some(slow_body(bytes, chunk_delay)),
+            Fault::Drip { every } => Some(crate::stall::dripping(
+                "application/json",
+                crate::stall::MATRIX_START,
+                every,
+            )),
             Fault::LongLabels {
                 series,
                 label_bytes,

@@ -53,6 +53,7 @@ struct GrafanaState {
     health: Mutex<HealthMode>,
     error_style: Mutex<ErrorStyle>,
     faults: FaultControl,
+    page_stalled: AtomicBool,
     proxy_cookies: Mutex<Vec<Vec<(String, String)>>>,
 }
 
@@ -112,6 +113,7 @@ impl GrafanaFront {
             health: Mutex::new(HealthMode::Ok),
             error_style: Mutex::new(ErrorStyle::PassThrough),
             faults: FaultControl::default(),
+            page_stalled: AtomicBool::new(false),
             proxy_cookies: Mutex::new(Vec::new()),
         });
         let router = Router::new()
@@ -166,6 +168,13 @@ impl GrafanaFront {
     /// Fault modes of the datasource proxy route.
     pub fn faults(&self) -> &FaultControl {
         &self.state.faults
+    }
+
+    /// Serves every Grafana page (the landing page a Wetech call opens after the login
+    /// check) as a document that never finishes loading: headers and the start of the
+    /// HTML at once, then one byte every half second, forever.
+    pub fn set_page_stalled(&self, stalled: bool) {
+        self.state.page_stalled.store(stalled, Ordering::SeqCst);
     }
 
     /// When true, a valid session gets 403 on API and proxy routes.
@@ -365,6 +374,13 @@ async fn other_api(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) -
 async fn html_route(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) -> Response {
     if !has_session(&state, &headers) {
         return (StatusCode::FOUND, [(LOCATION, "/login")]).into_response();
+    }
+    if state.page_stalled.load(Ordering::SeqCst) {
+        return crate::stall::dripping(
+            "text/html; charset=utf-8",
+            b"<!DOCTYPE html><html><head><title>Home - Grafana</title></head><body>",
+            std::time::Duration::from_millis(500),
+        );
     }
     (
         StatusCode::OK,

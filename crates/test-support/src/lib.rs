@@ -14,6 +14,7 @@ pub mod policy;
 mod process;
 mod prometheus;
 mod recording;
+mod stall;
 mod terminal;
 
 pub use chromium::{

@@ -7,20 +7,28 @@
 //! it: [`prepare`] (verify and lock, local), [`PreparedCall::plan`] (the call
 //! `Turn::admit` judges), [`PreparedCall::run`] (connector, guard, audit). Both go through
 //! the same code; there is no other way to run a connector from this crate.
+//!
+//! A prepared call has one deadline, by default its package's ([`crate::deadline`])
+//! counted from [`prepare`]; [`PreparedCall::within`] sets an earlier start or a
+//! cancellation. The connector gets it, and a connector that overruns it all the same
+//! is given up on shortly after it, with the typed timeout as its result.
 
 use std::time::Instant;
 
-use evidence_connectors::Connector;
+use evidence_connectors::{Connector, CutOff, Deadline, deadline_failure};
 use evidence_materialize::Call;
 use evidence_package::{AuditRecord, CallContext, Package, SecretBinding};
-use evidence_policy::{CanaryPolicy, KeyRing, LockedRequest, SignedPolicy, TrustedPolicy, lock};
+use evidence_policy::{
+    CanaryPolicy, KeyRing, LockedRequest, SignedPolicy, TrustedPolicy, lock, lock::LockedItem,
+};
 use evidence_result::{
-    Correction, Details, ErrorCode, Failure, FailureClass, Operation, Origin, PolicySource,
-    ToolResult,
+    Correction, Details, ErrorCode, Failure, FailureClass, Item, Operation, Origin, PolicySource,
+    Provider, ToolResult,
 };
 use jiff::Timestamp;
 
 use crate::ToolError;
+use crate::deadline::{call_deadline, give_up_after, package_timeout};
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::plan::{plan_answered, plan_locked};
 
@@ -77,6 +85,7 @@ pub struct PreparedCall<'a> {
     binding: &'a SecretBinding,
     now: Timestamp,
     started: Instant,
+    deadline: Deadline,
     policy: Option<TrustedPolicy>,
     prepared: Prepared,
 }
@@ -126,11 +135,13 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
         PolicyInput::Canary(_) => PolicySource::StaticCanary,
     };
     let origin = origin_of(package, source);
+    let deadline = call_deadline(package, started);
     let answered = |result: ToolResult, policy: Option<TrustedPolicy>| PreparedCall {
         package,
         binding: call.binding,
         now: call.now,
         started,
+        deadline: deadline.clone(),
         policy,
         prepared: Prepared::Answered(Box::new(result)),
     };
@@ -180,6 +191,7 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
             binding: call.binding,
             now: call.now,
             started,
+            deadline,
             policy: Some(policy),
             prepared: Prepared::Locked(locked),
         }),
@@ -204,6 +216,26 @@ impl PreparedCall<'_> {
         }
     }
 
+    /// The same call with `deadline` instead of its package's deadline counted from
+    /// [`prepare`] (a call that started earlier, or one its client may cancel).
+    pub fn within(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The deadline the call runs within.
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
+    }
+
+    /// Answers the call, without running it, with the typed timeout of its deadline cut
+    /// off `cut` (waiting for the turn ledger, for instance): guarded and audited as
+    /// every call.
+    pub(crate) fn answer_cut_off(self, cut: CutOff) -> Result<SandboxOutcome, ToolError> {
+        let result = cut_off_result(self.package, self.locked(), &self.deadline, cut)?;
+        self.finish(result)
+    }
+
     /// The trusted policy, when it verified.
     pub(crate) fn policy(&self) -> Option<&TrustedPolicy> {
         self.policy.as_ref()
@@ -223,8 +255,11 @@ impl PreparedCall<'_> {
         }
     }
 
-    /// Runs the connector on the locked request (nothing runs for a call answered
-    /// locally), passes the result through the output guard and makes the audit record.
+    /// Runs the connector on the locked request within the call's deadline (nothing
+    /// runs for a call answered locally), passes the result through the output guard and
+    /// makes the audit record. A call whose deadline is already over sends nothing and
+    /// answers the typed timeout; a connector still running a quarter of the margin after
+    /// the deadline is dropped and answered the same way.
     pub async fn run<C: Connector>(
         self,
         connector: &C,
@@ -233,15 +268,36 @@ impl PreparedCall<'_> {
     ) -> Result<SandboxOutcome, ToolError> {
         let result = match &self.prepared {
             Prepared::Answered(result) => (**result).clone(),
-            Prepared::Locked(request) => match connector.call(request, config, secrets).await {
-                Ok(result) => result,
-                Err(e) => local_failure(
-                    request.origin(),
-                    RESULT_CONTRACT,
-                    FailureClass::Internal,
-                    format!("the connector's result was refused by the contract: {e}"),
-                )?,
-            },
+            Prepared::Locked(_) if self.deadline.is_over() => {
+                let cut = CutOff::BeforeQuery("before the connector started");
+                cut_off_result(self.package, self.locked(), &self.deadline, cut)?
+            }
+            Prepared::Locked(request) => {
+                let call = connector.call_within(request, config, secrets, &self.deadline);
+                let given_up = self
+                    .deadline
+                    .instant()
+                    .map(|at| at + give_up_after(package_timeout(self.package)));
+                let ran = match given_up {
+                    Some(at) => tokio::time::timeout_at(at, call).await.ok(),
+                    None => Some(call.await),
+                };
+                match ran {
+                    Some(Ok(result)) => result,
+                    Some(Err(e)) => local_failure(
+                        request.origin(),
+                        RESULT_CONTRACT,
+                        FailureClass::Internal,
+                        format!("the connector's result was refused by the contract: {e}"),
+                    )?,
+                    None => cut_off_result(
+                        self.package,
+                        Some(request),
+                        &self.deadline,
+                        CutOff::DuringQuery,
+                    )?,
+                }
+            }
         };
         self.finish(result)
     }
@@ -276,6 +332,51 @@ impl PreparedCall<'_> {
         .with_unguarded(self.binding.report().unguarded);
         Ok(SandboxOutcome { result, audit })
     }
+}
+
+/// The typed timeout result of a call of `package` its deadline cut off at `cut`: per
+/// query of the locked request when there is one (a Clinic batch answers each of its
+/// queries; a query rejected while locking keeps its rejection), else for the whole
+/// call.
+pub(crate) fn cut_off_result(
+    package: &Package,
+    locked: Option<&LockedRequest>,
+    deadline: &Deadline,
+    cut: CutOff,
+) -> Result<ToolResult, ToolError> {
+    let provider = package.manifest().provider;
+    let failure = deadline_failure(provider, deadline, cut);
+    let Some(request) = locked else {
+        let origin = origin_of(package, package.manifest().policy_delivery.policy_source());
+        return Ok(ToolResult::new(Details::failure(
+            origin, None, None, failure,
+        ))?);
+    };
+    let origin = request.origin();
+    let item = |item: &LockedItem| match item {
+        LockedItem::Ready(q) => {
+            Item::failure(q.query_id.clone(), Some(q.request_digest), failure.clone())
+        }
+        LockedItem::Rejected {
+            query_id,
+            request_digest,
+            failure,
+        } => Item::failure(query_id.clone(), *request_digest, failure.clone()),
+    };
+    let details = match (provider, request.items.as_slice()) {
+        (Provider::Clinic, items) => {
+            Details::batch(origin.clone(), items.iter().map(item).collect())
+        }
+        (_, [LockedItem::Ready(q)]) => Some(Details::failure(
+            origin.clone(),
+            Some(q.query_id.clone()),
+            Some(q.request_digest),
+            failure.clone(),
+        )),
+        _ => None,
+    };
+    let details = details.unwrap_or_else(|| Details::failure(origin, None, None, failure));
+    Ok(ToolResult::new(details)?)
 }
 
 /// Runs one call in a tool sandbox: [`prepare`], then [`PreparedCall::run`]. An `Err`

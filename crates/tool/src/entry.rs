@@ -4,7 +4,8 @@
 //! and write one result and one audit record. A runtime-context failure is a result too
 //! (exit 0); a non-zero exit only when not even a result could be written. Without a
 //! turn ledger (`EVIDENCE_TURN_LEDGER` unset) the runtime that starts the entrypoint
-//! owns the turn; given one, the call is admitted there as over MCP.
+//! owns the turn; given one, the call is admitted there as over MCP. The call's deadline
+//! (`crate::deadline`) counts from the start of the process.
 
 use std::io::Read as _;
 use std::process::ExitCode;
@@ -30,7 +31,11 @@ async fn entry<T: PackageTool>() -> Result<(), ToolError> {
     let context = RuntimeContext::from_env(T::TOOL);
     let audit_log = context.audit_log().map(ToOwned::to_owned);
     let (result, audit) = match Sandbox::<T>::start(context) {
-        Ok(sandbox) => sandbox.answer_with(read_args).await?,
+        // The call's deadline counts from the start of the process.
+        Ok(sandbox) => {
+            let deadline = sandbox.deadline(started);
+            sandbox.answer_with(read_args, started, deadline).await?
+        }
         Err(failure) => unloaded(T::TOOL, &failure, started)?,
     };
     write_outputs(&result, &audit, audit_log.as_deref())

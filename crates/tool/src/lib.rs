@@ -3,6 +3,7 @@
 mod binary;
 mod call;
 pub mod context;
+pub mod deadline;
 pub mod deploy;
 mod entry;
 mod error;
@@ -21,9 +22,9 @@ mod tools;
 
 // What an embedder starts from: the runtime context and the sandbox that runs calls
 // under it, the tools, the one call path and its errors. The rest lives in the named
-// modules: `context` (the variables a sandbox reads), `mcp` (the package servers),
-// `deploy` (deployable folders), `plan` (turn plans), `output` (result and audit
-// writing) and `rollout` (the rollout canary).
+// modules: `context` (the variables a sandbox reads), `deadline` (a call's deadline from
+// its manifest), `mcp` (the package servers), `deploy` (deployable folders), `plan`
+// (turn plans), `output` (result and audit writing) and `rollout` (the rollout canary).
 pub use binary::run_tool_binary;
 pub use call::{PolicyInput, PreparedCall, SandboxCall, SandboxOutcome, prepare, run_sandbox_call};
 pub use deploy::build_deployable;
@@ -49,6 +50,12 @@ pub mod internal {
             crate::RuntimeFailureKind::ALL
                 .iter()
                 .map(|k| (k.code(), k.class())),
+        );
+        // A call its deadline cut off outside the connector (waiting for a slot or the
+        // turn ledger, a connector given up on) answers its provider's timeout code.
+        codes.extend(
+            ["clinic_timeout", "manus_timeout", "grafana_timeout"]
+                .map(|code| (code, FailureClass::Timeout)),
         );
         codes
     }

@@ -5,6 +5,10 @@ use std::process::ExitCode;
 
 use crate::ToolError;
 
+/// How long the end of a process waits for work still running on the runtime's
+/// blocking pool.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Runs `work` to its end on a new multi-thread runtime and gives the exit status:
 /// success when it finished, failure (after printing `{prefix}: {error}` on stderr)
 /// when the runtime could not start or `work` failed.
@@ -23,7 +27,11 @@ pub(crate) fn block_on_to_exit(
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(work) {
+    let outcome = runtime.block_on(work);
+    // Work the call gave up on (a turn-ledger lock waited for past the deadline) does not
+    // hold the exit: the result and the audit record are written.
+    runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{prefix}: {e}");

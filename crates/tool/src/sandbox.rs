@@ -8,9 +8,14 @@
 //! names a turn ledger, a call whose policy verified runs only when the turn of that
 //! policy admits it there (see `crate::ledger`); a refusal is answered without running,
 //! with its audit record.
+//!
+//! Every call runs within its one deadline (`crate::deadline`), counted from the start
+//! the caller gives: the admission is raced against it too, and a call it cuts off
+//! answers the typed timeout with its audit record.
 
 use std::time::{Duration, Instant};
 
+use evidence_connectors::{CutOff, Deadline};
 use evidence_materialize::TurnLimits;
 use evidence_package::{
     AuditRecord, CallContext, Package, SecretBinding, SecretValues, manifest::PolicyDelivery,
@@ -20,7 +25,8 @@ use evidence_result::{Operation, Origin, ToolResult};
 use jiff::Timestamp;
 
 use crate::ToolError;
-use crate::call::{PolicyInput, SandboxCall, prepare};
+use crate::call::{PolicyInput, SandboxCall, cut_off_result, prepare};
+use crate::deadline::call_deadline;
 use crate::deploy::running_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::Admitted;
@@ -170,20 +176,30 @@ impl<T: PackageTool> Sandbox<T> {
     /// its audit record (written by the caller). Every runtime-context failure is a
     /// result with its audit record; `Err` only when not even a failure result can be
     /// built.
+    /// The call runs within its package's deadline from now.
     pub async fn answer(&self, args: &str) -> Result<(ToolResult, AuditRecord), ToolError> {
-        self.answer_with(|| Ok(args.to_owned())).await
+        let deadline = self.deadline(Instant::now());
+        self.answer_with(|| Ok(args.to_owned()), Instant::now(), deadline)
+            .await
     }
 
-    /// [`Sandbox::answer`] with arguments that may fail to be read. The audit record says
-    /// when the package folder on disk changed after this process hashed it (the call
-    /// still ran with what was hashed: the running code and the manifest read at start).
+    /// The deadline of a call of this sandbox's package that started at `started`.
+    pub fn deadline(&self, started: Instant) -> Deadline {
+        call_deadline(&self.package, started)
+    }
+
+    /// [`Sandbox::answer`] with arguments that may fail to be read, for a call that
+    /// started at `started` and runs within `deadline`. The audit record says when the
+    /// package folder on disk changed after this process hashed it (the call still ran
+    /// with what was hashed: the running code and the manifest read at start).
     pub(crate) async fn answer_with(
         &self,
         args: impl FnOnce() -> Result<String, RuntimeFailure>,
+        started: Instant,
+        deadline: Deadline,
     ) -> Result<(ToolResult, AuditRecord), ToolError> {
-        let started = Instant::now();
         let now = Timestamp::now();
-        let (result, audit) = match self.call(now, args).await {
+        let (result, audit) = match self.call(now, deadline, args).await {
             Ok(answered) => answered,
             Err(failure) => {
                 eprintln!("{}: {failure}", T::TOOL.binary_name());
@@ -201,9 +217,28 @@ impl<T: PackageTool> Sandbox<T> {
         Ok((result, audit.with_folder_changed(changed)))
     }
 
+    /// The answer of a call that never started its work, cut off by `deadline` at `cut`
+    /// (an MCP call that waited for a slot until its deadline): the typed timeout for
+    /// the whole call and its audit record.
+    pub(crate) fn answer_cut_off(
+        &self,
+        started: Instant,
+        deadline: &Deadline,
+        cut: CutOff,
+    ) -> Result<(ToolResult, AuditRecord), ToolError> {
+        let result = cut_off_result(&self.package, None, deadline, cut)?;
+        let audit = AuditRecord::for_call(
+            &self.package,
+            &context(Timestamp::now(), started.elapsed(), &result),
+            &result,
+        )?;
+        Ok((result, audit))
+    }
+
     async fn call(
         &self,
         now: Timestamp,
+        deadline: Deadline,
         args: impl FnOnce() -> Result<String, RuntimeFailure>,
     ) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
         let args = args()?;
@@ -249,7 +284,19 @@ impl<T: PackageTool> Sandbox<T> {
                 format!("the call could not produce a result: {e}"),
             )
         };
-        let prepared = prepare(call).map_err(no_result)?;
+        let prepared = prepare(call).map_err(no_result)?.within(deadline.clone());
+        let cut_off = |prepared: crate::PreparedCall<'_>, cut| {
+            prepared
+                .answer_cut_off(cut)
+                .map(|outcome| (outcome.result, outcome.audit))
+                .map_err(no_result)
+        };
+        if deadline.is_over() {
+            return cut_off(
+                prepared,
+                CutOff::BeforeQuery("before the call was admitted"),
+            );
+        }
         // With a turn ledger, a call whose policy verified runs only when the turn of
         // that policy admits it; a policy that did not verify names no turn, and its call
         // sends nothing anyway.
@@ -259,10 +306,14 @@ impl<T: PackageTool> Sandbox<T> {
                 let (ledger, policy_id, plan) =
                     (ledger.clone(), policy.policy_id.clone(), prepared.plan());
                 let limits = TurnLimits::new(policy.limits.max_calls_per_turn);
-                let admitted = off_workers(move || ledger.admit(&policy_id, limits, &plan))
-                    .await?
-                    .map_err(|e| e.to_failure())?;
-                Some(admitted)
+                let admit = off_workers(move || ledger.admit(&policy_id, limits, &plan));
+                let Ok(admitted) = deadline.run(admit).await else {
+                    // An admission that completes after this still holds its running
+                    // file until the worker ends; the next admission finds it abandoned.
+                    let cut = CutOff::BeforeQuery("while the turn ledger was waited for");
+                    return cut_off(prepared, cut);
+                };
+                Some(admitted?.map_err(|e| e.to_failure())?)
             }
             _ => None,
         };

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use evidence_connectors::{
     BrowserConfig, ClinicConfig, ClinicConnector, ClinicSecrets, Connector, ConnectorError,
-    HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, ReferenceKeyRing, WebDriverEndpoint,
-    WetechConfig, WetechConnector, WetechSecrets,
+    HostAllowlist, ManusConfig, ManusConnector, ManusSecrets, ReferenceKeyRing, ResponseLimits,
+    WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets,
 };
 use evidence_package::Package;
 use evidence_policy::ManusTarget;
@@ -22,6 +22,7 @@ use crate::context::{
     MANUS_MONICA_URL_ENV, MANUS_VIDA_URL_ENV, WETECH_CHROMEDRIVER_ENV, WETECH_CHROMIUM_ENV,
     WETECH_GRAFANA_URL_ENV,
 };
+use crate::deadline::package_timeout;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::runtime_context::RuntimeContext;
 use crate::tool_kind::Tool;
@@ -67,6 +68,17 @@ fn url_of(name: &str, value: &str) -> Result<Url, RuntimeFailure> {
 /// An HTTP connector, or why its client could not start.
 fn http<C>(connector: Result<C, ConnectorError>) -> Result<C, RuntimeFailure> {
     connector.map_err(|e| config_failure(format!("the HTTP client cannot start: {e}")))
+}
+
+/// The limits of every provider request of `package`: the default body bound, and as
+/// the time limit the package's whole `timeout_ms`, longer than any call's deadline: the
+/// deadline is what ends a request, and the provider's own `timeout` is derived from
+/// what is left of it.
+fn limits(package: &Package) -> ResponseLimits {
+    ResponseLimits {
+        timeout: package_timeout(package),
+        ..ResponseLimits::default()
+    }
 }
 
 fn allowlist(package: &Package) -> Result<HostAllowlist, RuntimeFailure> {
@@ -132,8 +144,9 @@ impl PackageTool for ClinicTool {
         let base = url_of(CLINIC_BASE_URL_ENV, required(context, CLINIC_BASE_URL_ENV)?)?;
         // No default path: a template the provider does not serve would only show as 404s.
         let template = required(context, CLINIC_QUERY_PATH_TEMPLATE_ENV)?;
-        let config =
-            ClinicConfig::new(base, allowlist(package)?).with_query_path_template(template);
+        let config = ClinicConfig::new(base, allowlist(package)?)
+            .with_query_path_template(template)
+            .with_limits(limits(package));
         let secrets = ClinicSecrets::new(secret(context, ClinicSecrets::TOKEN_ENV)?);
         Ok(Transport {
             connector: http(ClinicConnector::new())?,
@@ -151,7 +164,7 @@ impl PackageTool for ManusTool {
         package: &Package,
         context: &RuntimeContext,
     ) -> Result<Transport<ManusConnector>, RuntimeFailure> {
-        let mut config = ManusConfig::new(allowlist(package)?);
+        let mut config = ManusConfig::new(allowlist(package)?).with_limits(limits(package));
         for (target, name) in [
             (ManusTarget::Vida, MANUS_VIDA_URL_ENV),
             (ManusTarget::Monica, MANUS_MONICA_URL_ENV),
@@ -197,7 +210,8 @@ impl PackageTool for WetechTool {
                 chromedriver: PathBuf::from(chromedriver),
             },
         );
-        let config = WetechConfig::new(grafana, allowlist(package)?, browser);
+        let config =
+            WetechConfig::new(grafana, allowlist(package)?, browser).with_limits(limits(package));
         let secrets = WetechSecrets::new(secret(context, WetechSecrets::STORAGE_STATE_ENV)?);
         Ok(Transport {
             connector: WetechConnector::new(),

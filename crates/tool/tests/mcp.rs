@@ -970,3 +970,137 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
         "calls did not overlap: {elapsed:?}"
     );
 }
+
+/// A flood over `limits.concurrency` against a provider that accepts and never answers,
+/// with a package whose `timeout_ms` is 4 s (Clinic v3: 4 slots): the official SDK sends
+/// 6 calls at once in one session; the 4 that got a slot answer `clinic_timeout` ("a
+/// narrower query may help") and the 2 that waited for a slot answer `clinic_timeout`
+/// saying their query was never sent ("would not help"), each before 4 s from its
+/// request, each
+/// with its audit record; no call waits in a queue past its deadline. Meanwhile a second
+/// session of the same package and turn ledger, whose provider is healthy, is answered
+/// at once. (Main answered the 6 after 30 s and 60 s.)
+#[tokio::test]
+async fn a_flood_over_the_concurrency_against_a_stalled_provider_answers_within_timeout_ms() {
+    const TIMEOUT_MS: u64 = 4_000;
+    let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+        .await
+        .unwrap();
+    let token = "flood-clinic-token-0001";
+    let url = prometheus.url();
+    let start_front =
+        || test_support::ClinicFront::start(&url, SecretString::from(token.to_owned()));
+    let (stalled, healthy) = (start_front().await.unwrap(), start_front().await.unwrap());
+    stalled
+        .faults()
+        .set_delay(std::time::Duration::from_secs(3_600));
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy_with_timeout(
+        dir.path(),
+        "managed_auto_oncall_clinic",
+        "v3",
+        CLINIC_TOOL,
+        TIMEOUT_MS,
+    );
+    let signed = sign(
+        dir.path(),
+        "envelope.json",
+        &clinic,
+        &policy("clinic", "managed_auto_oncall_clinic", json!({})),
+    );
+    let ledger = new_ledger(dir.path());
+    let (flood_audit, healthy_audit) = (
+        dir.path().join("flood-audit.jsonl"),
+        dir.path().join("healthy-audit.jsonl"),
+    );
+    let env_of = |audit: &Path, front: &test_support::ClinicFront| {
+        let mut env = runtime_env_sharing(&signed, audit, &ledger);
+        env.extend(clinic_vars(front.base_url(), token));
+        env
+    };
+    let flood: Vec<Value> = (1..=6)
+        .map(|n| {
+            step(
+                &format!("flood_{n}"),
+                "managed_auto_oncall_clinic",
+                tidb_cpu_clinic(&format!("flood_{n}")),
+            )
+        })
+        .collect();
+    let mut healthy_session = session(
+        "healthy",
+        &clinic,
+        &env_of(&healthy_audit, &healthy),
+        "2025-11-25",
+        vec![step(
+            "healthy",
+            "managed_auto_oncall_clinic",
+            tidb_cpu_clinic("healthy"),
+        )],
+    );
+    healthy_session["start_after_ms"] = json!(1_500);
+    let plan = json!({"concurrent": true, "sessions": [
+        session("flood", &clinic, &env_of(&flood_audit, &stalled), "2025-11-25",
+                vec![json!({"label": "flood", "parallel": flood})]),
+        healthy_session,
+    ]});
+    let output = blocking(move || run_client(&plan)).await;
+    let limit = TIMEOUT_MS;
+    let flood = step_of(&output, "flood", "flood")["parallel"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(flood.len(), 6);
+    let mut waited_for_a_slot = 0;
+    let mut took = Vec::new();
+    for answer in &flood {
+        let elapsed = answer["elapsed_ms"].as_u64().unwrap();
+        took.push(elapsed);
+        assert!(
+            elapsed < limit,
+            "{} answered after {elapsed} ms",
+            answer["label"]
+        );
+        let result = result_of(answer);
+        let d = result.details();
+        let (code, class) = failure_of(&result);
+        assert_eq!(
+            (code.as_str(), class),
+            ("clinic_timeout", FailureClass::Timeout)
+        );
+        let detail = d
+            .detail_error
+            .clone()
+            .or_else(|| d.items.first().and_then(|i| i.detail_error.clone()))
+            .unwrap_or_default();
+        let correction = d
+            .correction
+            .as_ref()
+            .or_else(|| d.items.first().and_then(|i| i.correction.as_ref()))
+            .unwrap();
+        if correction.instruction.contains("would not help") {
+            // Cut off before the query was sent: waiting for a slot (or, given one
+            // just as the deadline passed, before the admission).
+            waited_for_a_slot += 1;
+        } else {
+            assert!(
+                correction.instruction.contains("may answer in time"),
+                "{detail}"
+            );
+        }
+    }
+    assert_eq!(waited_for_a_slot, 2, "{flood:?}");
+    let answer = step_of(&output, "healthy", "healthy");
+    let healthy_took = answer["elapsed_ms"].as_u64().unwrap();
+    let result = result_of(answer);
+    assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+    assert!(
+        healthy_took < 2_000,
+        "the healthy call took {healthy_took} ms"
+    );
+    assert_eq!(audit_records(&flood_audit).len(), 6);
+    assert_eq!(audit_records(&healthy_audit).len(), 1);
+    eprintln!(
+        "flood of 6 over 4 slots, timeout_ms {limit}: {took:?} ms; healthy call meanwhile {healthy_took} ms"
+    );
+}

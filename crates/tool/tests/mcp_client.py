@@ -5,8 +5,11 @@ Reads a plan (JSON) on stdin:
 
     {"sessions": [{"label": str, "command": str, "args": [str], "env": {str: str},
                    "version": "2025-06-18" | "2025-11-25" | "2026-07-28",
+                   "start_after_ms": int | null,
                    "steps": [{"label": str, "tool": str, "arguments": {...},
-                              "rename_before": [from, to] | null}]}]}
+                              "rename_before": [from, to] | null}
+                             | {"label": str, "parallel": [step, ...]}]}],
+     "concurrent": bool | null}
 
 Each session starts one server process (`mcp.client.stdio.stdio_client`), negotiates
 the session's protocol version with `ClientSession` (2025-06-18 by an `initialize`
@@ -17,7 +20,10 @@ non-error result's `structuredContent` against the tool's `outputSchema`; error
 results are validated against it too, with the SDK's own `validate_tool_result`.
 A step whose request fails at the protocol level is recorded as such and the session
 goes on. `rename_before` renames a file before the step (the runtime context changing
-between calls of one server).
+between calls of one server). A `parallel` step sends its steps at once in the one
+session and records each when it answers. With `concurrent`, the sessions run at once
+(each after its `start_after_ms`), not one after another. Every call step records its
+`elapsed_ms`, from sending the request to its answer.
 
 Writes one JSON document on stdout: per session the negotiated version, the listed
 tools as sent, and per step either the result as the SDK parsed it (`content`,
@@ -27,6 +33,7 @@ tools as sent, and per step either the result as the SDK parsed it (`content`,
 import json
 import os
 import sys
+import time
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
@@ -58,19 +65,40 @@ async def negotiate(session: ClientSession, version: str) -> None:
         await session.send_notification(types.InitializedNotification())
 
 
+async def run_parallel(session: ClientSession, step: dict) -> dict:
+    results = [None] * len(step["parallel"])
+
+    async def one(i: int, inner: dict) -> None:
+        results[i] = await run_step(session, inner)
+
+    async with anyio.create_task_group() as group:
+        for i, inner in enumerate(step["parallel"]):
+            group.start_soon(one, i, inner)
+    return {"label": step["label"], "parallel": results}
+
+
 async def run_step(session: ClientSession, step: dict) -> dict:
+    if "parallel" in step:
+        return await run_parallel(session, step)
     if step.get("rename_before"):
         source, target = step["rename_before"]
         os.rename(source, target)
+    sent = time.monotonic()
     try:
         result = await session.call_tool(step["tool"], step["arguments"])
     except MCPError as e:
-        return {"label": step["label"], "protocol_error": {"code": e.error.code, "message": e.error.message}}
+        return {
+            "label": step["label"],
+            "elapsed_ms": round((time.monotonic() - sent) * 1000),
+            "protocol_error": {"code": e.error.code, "message": e.error.message},
+        }
+    elapsed_ms = round((time.monotonic() - sent) * 1000)
     if result.is_error:
         # The SDK checks only successful results on its own; failures carry details too.
         await session.validate_tool_result(step["tool"], result)
     return {
         "label": step["label"],
+        "elapsed_ms": elapsed_ms,
         "isError": result.is_error,
         "resultType": getattr(result, "result_type", None),
         "content": [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content],
@@ -79,6 +107,8 @@ async def run_step(session: ClientSession, step: dict) -> dict:
 
 
 async def run_session(plan: dict) -> dict:
+    if plan.get("start_after_ms"):
+        await anyio.sleep(plan["start_after_ms"] / 1000)
     params = StdioServerParameters(command=plan["command"], args=plan["args"], env=plan["env"])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, client_info=CLIENT) as session:
@@ -96,7 +126,17 @@ async def run_session(plan: dict) -> dict:
 
 async def main() -> None:
     plan = json.load(sys.stdin)
-    sessions = [await run_session(session) for session in plan["sessions"]]
+    if plan.get("concurrent"):
+        sessions = [None] * len(plan["sessions"])
+
+        async def one(i: int, session: dict) -> None:
+            sessions[i] = await run_session(session)
+
+        async with anyio.create_task_group() as group:
+            for i, session in enumerate(plan["sessions"]):
+                group.start_soon(one, i, session)
+    else:
+        sessions = [await run_session(session) for session in plan["sessions"]]
     json.dump({"sessions": sessions}, sys.stdout)
     sys.stdout.write("\n")
 

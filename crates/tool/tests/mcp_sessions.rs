@@ -1,8 +1,9 @@
 //! A package's MCP server over a session's life, on the wire against real Prometheus
 //! behind the Clinic front: each call runs under exactly one policy, the one envelope it
 //! read when it started, however the runtime replaces the file meanwhile; no call is
-//! left without its audit record when the client cancels it or ends the session; and a
-//! server that finds the policy signing key in its environment does not start.
+//! left without its audit record when the client cancels it or ends the session; a call
+//! the client cancels stops at once and is recorded cancelled while the server goes on;
+//! and a server that finds the policy signing key in its environment does not start.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -204,8 +205,9 @@ async fn each_call_runs_under_the_one_policy_it_read_at_its_start() {
 }
 
 /// The client cancels one call and then ends the session (closes stdin) while both are
-/// still waiting for the provider: the server finishes both, appends both audit
-/// records, and only then exits.
+/// still waiting for the provider: the cancelled call stops at once and is recorded
+/// cancelled; the other runs to its answer; the server appends both audit records, and
+/// only then exits.
 #[tokio::test]
 async fn ending_the_session_leaves_no_call_without_its_record() {
     let s = setup(Duration::from_millis(2000)).await;
@@ -247,7 +249,12 @@ async fn ending_the_session_leaves_no_call_without_its_record() {
         .map(|r| r["query_ids"][0].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["q1", "q2"].into_iter().collect(), "{records:?}");
-    assert_eq!(s.front.requests().len(), 2);
+    for record in &records {
+        let cancelled = record["query_ids"][0] == "q2";
+        assert_eq!(record.get("cancelled").is_some(), cancelled, "{record}");
+    }
+    // Only the call that was not cancelled waited for the provider's answer.
+    assert_eq!(s.front.requests().len(), 1);
 }
 
 /// As the entrypoint refuses to run, the server refuses to start when the policy
@@ -314,4 +321,79 @@ async fn a_stopped_server_records_each_running_call_as_cancelled() {
     assert_eq!(records[0]["cancelled"], true, "{}", records[0]);
     assert_eq!(records[0]["query_ids"], json!(["q7"]));
     assert_eq!(records[0]["status"], "error");
+}
+
+/// The client cancels a call whose provider never answers (`notifications/cancelled`):
+/// the call's work stops at once, well before its 60 s deadline, its one audit record is
+/// written marked `cancelled` with its query id, no answer is sent for it, and the
+/// server goes on answering the next call.
+#[tokio::test]
+async fn a_cancelled_call_stops_at_once_and_is_recorded_cancelled() {
+    let s = setup(Duration::from_secs(3_600)).await;
+    let signed = sign(
+        s.dir.path(),
+        "envelope.json",
+        &s.clinic,
+        &shifted_policy("pol-cancel", 0),
+    );
+    let (env, bin) = (s.env(&signed.envelope), entrypoint(&s.clinic));
+    let audit = s.dir.path().join("audit.jsonl");
+    let front = s.front.faults().clone();
+    let (recorded_after, next) = blocking(move || {
+        let mut wire = Wire::start_with(&bin, &env);
+        wire.initialize();
+        wire.send(call_message(3));
+        std::thread::sleep(Duration::from_millis(500));
+        let cancelled = std::time::Instant::now();
+        wire.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 3, "reason": "the user stopped it"}}),
+        );
+        while audit_records(&audit).is_empty() {
+            assert!(
+                cancelled.elapsed() < Duration::from_secs(5),
+                "the cancelled call was not recorded"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let recorded_after = cancelled.elapsed();
+        // The provider answers again: the same server answers the next call (the first
+        // message with an id is its answer: none came for the cancelled call).
+        front.set_delay(Duration::ZERO);
+        wire.send(call_message(4));
+        loop {
+            let mut line = String::new();
+            assert!(
+                wire.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            assert_ne!(
+                message["id"], 3,
+                "the cancelled call was answered: {message}"
+            );
+            if message["id"] == 4 {
+                break (recorded_after, message);
+            }
+        }
+    })
+    .await;
+    assert!(
+        recorded_after < Duration::from_secs(2),
+        "recorded {recorded_after:?} after the cancellation"
+    );
+    assert_eq!(next["id"], 4, "{next}");
+    let result = result_of(&next);
+    assert_eq!(
+        result.details().status,
+        evidence_result::Status::Ok,
+        "{}",
+        result.text()
+    );
+    let records = s.audit();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["cancelled"], true, "{}", records[0]);
+    assert_eq!(records[0]["query_ids"], json!(["q3"]));
+    assert_eq!(records[0]["status"], "error");
+    assert!(records[1].get("cancelled").is_none(), "{}", records[1]);
 }

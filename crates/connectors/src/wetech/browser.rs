@@ -97,6 +97,9 @@ pub(crate) fn major_of(version: &str) -> Option<u32> {
     version.split('.').next()?.parse().ok()
 }
 
+/// The longest wait for the WebDriver session to close.
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The whole environment of every process this connector starts (ChromeDriver, and
 /// through it Chromium; the `--version` probe): nothing of the tool sandbox's own
 /// environment, which holds the policy keys and the injected secrets, only a search path
@@ -279,16 +282,28 @@ pub(crate) struct Browser {
 }
 
 impl Browser {
-    /// Starts a browser: a fresh profile folder, the driver, and a session whose
-    /// `--user-agent` carries the running Chromium's major version. The version comes
-    /// from the browser program (`--version`); when it cannot say, from a short probe
-    /// session. The session's own `browserVersion` is checked against it, and on a
-    /// mismatch the session is started once more with the reported major.
+    /// Starts a browser: [`Browser::create`], then [`Browser::start`]; whatever started
+    /// is stopped and the profile removed when the start fails.
     pub(crate) async fn launch(
         config: &BrowserConfig,
         script_timeout: Duration,
     ) -> Result<Self, BrowserError> {
-        let deadline = Instant::now() + config.start_timeout;
+        let mut browser = Browser::create(config)?;
+        match browser.start(config, script_timeout).await {
+            Ok(()) => Ok(browser),
+            Err(e) => {
+                // Whatever started is stopped and the profile removed; the start error
+                // is what the caller needs.
+                let _ = browser.shutdown(CLOSE_TIMEOUT).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// A browser not started yet: only its fresh profile folder. Its owner starts it
+    /// with [`Browser::start`] and ends every use with [`Browser::shutdown`], also when
+    /// the start was cut off (a call's deadline dropping it half way).
+    pub(crate) fn create(config: &BrowserConfig) -> Result<Self, BrowserError> {
         let run_dir = match &config.profile_parent {
             Some(parent) => tempfile::Builder::new()
                 .prefix("wetech-run-")
@@ -296,24 +311,31 @@ impl Browser {
             None => tempfile::Builder::new().prefix("wetech-run-").tempdir(),
         }
         .map_err(|e| BrowserError::Start(format!("cannot create a fresh profile folder: {e}")))?;
-        let mut browser = Browser {
+        Ok(Browser {
             client: None,
             driver: None,
             run_dir: Some(run_dir),
             launched: None,
-        };
-        match browser.start(config, script_timeout, deadline).await {
-            Ok(()) => Ok(browser),
-            Err(e) => {
-                // Whatever started is stopped and the profile removed; the start error
-                // is what the caller needs.
-                let _ = browser.shutdown().await;
-                Err(e)
-            }
-        }
+        })
     }
 
-    async fn start(
+    /// Starts the driver and a session whose `--user-agent` carries the running
+    /// Chromium's major version, within the configuration's start limit. The version
+    /// comes from the browser program (`--version`); when it cannot say, from a short
+    /// probe session. The session's own `browserVersion` is checked against it, and on
+    /// a mismatch the session is started once more with the reported major. A driver
+    /// started before this future is dropped is held by the browser (or stopped with
+    /// the future), so [`Browser::shutdown`] ends it.
+    pub(crate) async fn start(
+        &mut self,
+        config: &BrowserConfig,
+        script_timeout: Duration,
+    ) -> Result<(), BrowserError> {
+        let deadline = Instant::now() + config.start_timeout;
+        self.start_by(config, script_timeout, deadline).await
+    }
+
+    async fn start_by(
         &mut self,
         config: &BrowserConfig,
         script_timeout: Duration,
@@ -416,13 +438,15 @@ impl Browser {
         self.launched.as_ref()
     }
 
-    /// Closes the session, stops a spawned driver and everything it started, and
-    /// removes the profile folder. Runs every step even when an earlier one fails;
-    /// the error says what could not be cleaned up.
-    pub(crate) async fn shutdown(&mut self) -> Result<(), String> {
+    /// Closes the session (waiting at most `close_limit` for the driver: a session
+    /// still busy with a page that never finishes loading is ended with the driver
+    /// instead), stops a spawned driver and everything it started, and removes the
+    /// profile folder. Runs every step even when an earlier one fails; the error says
+    /// what could not be cleaned up.
+    pub(crate) async fn shutdown(&mut self, close_limit: Duration) -> Result<(), String> {
         let mut problems = Vec::new();
         if let Some(client) = self.client.take() {
-            match tokio::time::timeout(Duration::from_secs(10), client.close()).await {
+            match tokio::time::timeout(close_limit.min(CLOSE_TIMEOUT), client.close()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => problems.push(format!("closing the WebDriver session: {e}")),
                 Err(_) => problems.push("closing the WebDriver session timed out".to_owned()),

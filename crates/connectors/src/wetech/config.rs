@@ -130,7 +130,8 @@ pub struct WetechConfig {
     /// Body cap and time limit of the query.
     pub limits: ResponseLimits,
     /// Prometheus' server-side evaluation `timeout`. Every query sends one: this value
-    /// when set (capped at `limits.timeout`), otherwise `limits.timeout` minus a small
+    /// when set (capped at `limits.timeout` and at what is left of the call's deadline),
+    /// otherwise the shorter of those two minus a small
     /// margin (see [`ResponseLimits::evaluation_timeout`](crate::ResponseLimits::evaluation_timeout)).
     pub evaluation_timeout: Option<Duration>,
 }

@@ -2,6 +2,8 @@
 //! a fresh Chromium through Grafana's datasource proxy.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use evidence_policy::{LockedRequest, ResolvedScope, lock::LockedQuery};
@@ -9,17 +11,19 @@ use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultErr
 use secrecy::SecretString;
 
 use super::answer::query_evidence;
-use super::browser::{Browser, CommandFailure};
+use super::browser::{Browser, CLOSE_TIMEOUT, CommandFailure};
 use super::config::WetechConfig;
 use super::failures::{browser_failure, command_failure, finish_cleanup};
 use super::grafana::*;
 use super::identity::BrowserIdentity;
 use super::page_fetch::{Opened, PageRequest, SCRIPT_MARGIN, open};
 use super::storage::StorageState;
-use crate::Connector;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper};
+use crate::prometheus::{
+    Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseLimits, ResponseMapper,
+};
+use crate::{Connector, CutOff, Deadline, deadline_failure};
 
 /// The secrets injected into the Wetech tool sandbox.
 pub struct WetechSecrets {
@@ -101,7 +105,7 @@ impl WetechConnector {
             read_identity(&browser, client, redactor).await
         }
         .await;
-        let cleanup = browser.shutdown().await;
+        let cleanup = browser.shutdown(CLOSE_TIMEOUT).await;
         finish_cleanup(outcome, cleanup)
     }
 }
@@ -119,12 +123,15 @@ impl Connector for WetechConnector {
         Provider::Wetech
     }
 
-    /// Runs a locked request: exactly one ready query of the Wetech package.
-    async fn call(
+    /// Runs a locked request: exactly one ready query of the Wetech package, within
+    /// `deadline` less [`CLEANUP_RESERVE`] (the browser is ended and its profile removed
+    /// in that reserve, whatever step the deadline cut off).
+    async fn call_within(
         &self,
         request: &LockedRequest,
         config: &WetechConfig,
         secrets: &WetechSecrets,
+        deadline: &Deadline,
     ) -> Result<ToolResult, ResultError> {
         let origin = request.origin();
         let query = match single_query(
@@ -155,7 +162,7 @@ impl Connector for WetechConnector {
             );
             return failed(origin, query_id, digest, failure);
         }
-        let details = match run(config, query, &request.scope, &prepared).await {
+        let details = match run(config, query, &request.scope, &prepared, deadline).await {
             Ok(evidence) => Details::success(
                 origin,
                 query.query_id.clone(),
@@ -193,19 +200,69 @@ fn prepare(secrets: &WetechSecrets) -> Result<Prepared, Box<Failure>> {
     Ok(Prepared { state, mapper })
 }
 
+/// The time a Wetech call keeps before its deadline to end its browser: close the
+/// session (at most [`CLOSE_LIMIT_RESERVE`] less than this), stop ChromeDriver with
+/// every Chromium process it started, remove the profile folder.
+pub(crate) const CLEANUP_RESERVE: Duration = Duration::from_millis(2000);
+/// What of [`CLEANUP_RESERVE`] is kept for stopping the processes and removing the
+/// profile after the session's close was waited for.
+const CLOSE_LIMIT_RESERVE: Duration = Duration::from_millis(1000);
+
+/// Where a call is, for the correction of a deadline that cuts it off: the query was
+/// sent from the page (a narrower query may help) or not yet.
+#[derive(Debug, Default)]
+struct Progress {
+    querying: AtomicBool,
+}
+
+impl Progress {
+    fn cut_off(&self) -> CutOff {
+        if self.querying.load(Ordering::SeqCst) {
+            CutOff::DuringQuery
+        } else {
+            CutOff::BeforeQuery(
+                "before the query was sent: while the browser started, Grafana's health, \
+                 the storage state or the landing page was waited for",
+            )
+        }
+    }
+}
+
 async fn run(
     config: &WetechConfig,
     query: &LockedQuery,
     scope: &ResolvedScope,
     prepared: &Prepared,
+    deadline: &Deadline,
 ) -> Result<Evidence, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
-    let script_timeout = config.limits.timeout + SCRIPT_MARGIN;
-    let mut browser = Browser::launch(&config.browser, script_timeout)
-        .await
-        .map_err(|e| browser_failure(&e, redactor))?;
-    let outcome = drive(config, &browser, query, scope, prepared).await;
-    let cleanup = browser.shutdown().await;
+    let work = deadline.earlier_by(CLEANUP_RESERVE);
+    let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
+    let mut browser =
+        Browser::create(&config.browser).map_err(|e| browser_failure(&e, redactor))?;
+    let progress = Progress::default();
+    let steps = async {
+        browser
+            .start(&config.browser, script_timeout)
+            .await
+            .map_err(|e| browser_failure(&e, redactor))?;
+        drive(config, &browser, query, scope, prepared, &work, &progress).await
+    };
+    let outcome = match work.run(steps).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Box::new(deadline_failure(
+            Provider::Wetech,
+            deadline,
+            progress.cut_off(),
+        ))),
+    };
+    // With a deadline, the session's close is waited for only as long as the reserve
+    // allows; the driver's process group is stopped either way.
+    let close_limit = match deadline.remaining() {
+        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
+        None => CLOSE_TIMEOUT,
+    };
+    let cleanup = browser.shutdown(close_limit).await;
     finish_cleanup(outcome, cleanup)
 }
 
@@ -215,6 +272,8 @@ async fn drive(
     query: &LockedQuery,
     scope: &ResolvedScope,
     prepared: &Prepared,
+    work: &Deadline,
+    progress: &Progress,
 ) -> Result<Evidence, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
     let client = browser
@@ -267,8 +326,14 @@ async fn drive(
         ))
     })?;
     let window = query.evidence_window();
+    // The page's fetch and Prometheus' evaluation stop when what is left of the call's
+    // deadline (less the cleanup reserve) passes.
+    let left = ResponseLimits {
+        timeout: work.limit(config.limits.timeout),
+        ..config.limits
+    };
     let range = QueryRange::new(query.expr.clone(), window)
-        .with_timeout(config.limits.evaluation_timeout(config.evaluation_timeout));
+        .with_timeout(left.evaluation_timeout(config.evaluation_timeout));
     let mut compaction = Compaction::new(scope.series_kept)
         .with_expr(query.expr.clone())
         .with_window(window);
@@ -279,8 +344,9 @@ async fn drive(
         body: Some(range.form_body()),
         content_type: Some(FORM_CONTENT_TYPE),
         max_bytes: config.limits.max_body_bytes,
-        timeout: config.limits.timeout,
+        timeout: left.timeout,
     };
+    progress.querying.store(true, Ordering::SeqCst);
     let opened = open(client, &request)
         .await
         .map_err(|f| command_failure(&f, redactor))?;

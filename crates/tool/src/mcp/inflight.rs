@@ -71,7 +71,7 @@ impl InFlight {
 
 /// The query ids the raw arguments name (`queryId`, or each `queries[].queryId`), where
 /// they are valid ids; nothing else of the model's arguments is kept.
-fn query_ids(args: &str) -> Vec<QueryId> {
+pub(crate) fn query_ids(args: &str) -> Vec<QueryId> {
     let Ok(value) = serde_json::from_str::<Value>(args) else {
         return Vec::new();
     };

@@ -2,17 +2,35 @@
 //! over the file the process was started from) and reads the fixed runtime context;
 //! `tools/list` answers the package's one tool, `tools/call` reads the policy envelope
 //! afresh, runs the one sandbox call against the digest computed at start and appends
-//! the audit record before answering. At most the manifest's `concurrency` calls run at
-//! once; the others wait. A call runs as its own task: when the client cancels it or the
-//! session ends, it still runs to its audit record, and the server exits only after
-//! every call it accepted has been recorded. Told to stop (SIGTERM, SIGINT: what an MCP
-//! client sends when a closed session's server does not exit in time), it records each
-//! call still running as cancelled and exits. A server that finds the policy signing key
-//! in its environment, or that has no usable turn ledger, does not start.
+//! the audit record before answering. Every call has its one deadline from the
+//! manifest's `limits.timeout_ms`, counted from the arrival of its request
+//! (`crate::deadline`).
+//!
+//! At most the manifest's `concurrency` calls run at once. A call beyond them waits for
+//! a slot, but only within its own deadline: when the deadline passes first it answers
+//! the typed timeout `<origin>_timeout` (class `timeout`, "a narrower query would not
+//! help", nothing sent) with its audit record, so no call waits in an unbounded queue
+//! and a stalled provider makes no call wait past its deadline. Waiting was chosen over
+//! answering a "busy" result at once: a healthy provider then answers every call of a
+//! burst (the calls of one model step often come at once), where a busy answer would
+//! fail an objective the turn rules do not let the model retry; and a call that never got
+//! a slot is not admitted to the turn ledger, so it uses no attempt of its `queryId`.
+//!
+//! A call runs as its own task. When the client cancels it (`notifications/cancelled`,
+//! which `rmcp` turns into the cancellation of the request's context, as it does for the
+//! calls still running a few seconds after a session ended), its work stops at once: the
+//! connector sees its deadline over, Wetech's browser is ended, and the call's audit
+//! record is written marked `cancelled` (no answer goes to the client, which asked for
+//! none). The server exits only after every call it accepted has been recorded. Told to
+//! stop (SIGTERM, SIGINT: what an MCP client sends when a closed session's server does
+//! not exit in time), it records each call still running as cancelled and exits. A
+//! server that finds the policy signing key in its environment, or that has no usable
+//! turn ledger, does not start.
 
 use std::borrow::Cow;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 use evidence_result::ToolResult;
 use rmcp::model::{
@@ -25,11 +43,13 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
+use evidence_connectors::CutOff;
+
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::failure::RuntimeFailure;
 use crate::mcp::environment::keep_only_own_variables;
-use crate::mcp::inflight::InFlight;
+use crate::mcp::inflight::{InFlight, query_ids};
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
 use crate::runtime::block_on_to_exit;
@@ -218,8 +238,9 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
         if request.name != self.listing.name {
             return Err(ErrorData::invalid_params(
                 format!(
@@ -236,22 +257,43 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         let (served, permits) = (self.served.clone(), self.permits.clone());
         let inflight = self.inflight.clone();
         let key = inflight.enter(&args);
-        // Its own task: a cancelled request or an ended session does not stop the call
-        // between its start and its record.
+        let cancelled = context.ct.clone();
+        let deadline = served
+            .deadline(started)
+            .with_cancellation(cancelled.clone());
+        // Its own task: the call runs to its record whatever happens to the request;
+        // a cancelled request only ends its deadline at once.
         let call = self.calls.spawn(async move {
             let answered = async {
-                let _permit = permits
-                    .acquire_owned()
-                    .await
-                    .map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
-                served.answer(&args).await
+                match deadline.run(permits.acquire_owned()).await {
+                    Ok(permit) => {
+                        let _permit =
+                            permit.map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
+                        let args = args.clone();
+                        served
+                            .answer_with(move || Ok(args), started, deadline)
+                            .await
+                    }
+                    Err(_) => {
+                        let cut = CutOff::BeforeQuery(
+                            "while the call waited for one of this server's call slots, \
+                             each taken by a call still running; nothing was sent",
+                        );
+                        let (result, mut audit) = served.answer_cut_off(started, &deadline, cut)?;
+                        audit.query_ids = query_ids(&args);
+                        Ok((result, audit))
+                    }
+                }
             }
             .await;
             // A result is never returned without its record; a call the stop already
             // recorded as cancelled writes none.
             let own_record = inflight.leave(key);
-            let (result, audit) = answered?;
+            let (result, mut audit) = answered?;
             if own_record {
+                // A call its client cancelled is recorded as cancelled: its work stopped
+                // there, and nobody reads its answer.
+                audit.cancelled |= cancelled.is_cancelled();
                 write_audit(&audit, served.context().audit_log())?;
             }
             Ok::<_, ToolError>(result)

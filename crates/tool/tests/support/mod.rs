@@ -67,7 +67,24 @@ pub fn local_source(dir: &Path, identity: &str, revision: &str) -> PathBuf {
 /// source and the built `binary`; returns its folder and the digest `package-tool`
 /// printed.
 pub fn deploy(dir: &Path, identity: &str, revision: &str, binary: &str) -> (PathBuf, String) {
+    deploy_edited(dir, identity, revision, binary, |_| {})
+}
+
+/// [`deploy`] with the loopback source's manifest changed by `edit` first (a package of
+/// its own: the digest covers the manifest).
+pub fn deploy_edited(
+    dir: &Path,
+    identity: &str,
+    revision: &str,
+    binary: &str,
+    edit: impl FnOnce(&mut Value),
+) -> (PathBuf, String) {
     let source = local_source(dir, identity, revision);
+    let manifest_path = source.join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    edit(&mut manifest);
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
     let out = dir.join(format!("{identity}-{revision}"));
     let (code, stdout, stderr) = run(
         Path::new(PACKAGE_TOOL),
@@ -87,6 +104,19 @@ pub fn deploy(dir: &Path, identity: &str, revision: &str, binary: &str) -> (Path
     assert_eq!(summary["identity"], identity);
     assert_eq!(summary["revision"], revision);
     (out, summary["digest"].as_str().unwrap().to_owned())
+}
+
+/// [`deploy`] of a package whose manifest's `limits.timeout_ms` is `timeout_ms`.
+pub fn deploy_with_timeout(
+    dir: &Path,
+    identity: &str,
+    revision: &str,
+    binary: &str,
+    timeout_ms: u64,
+) -> (PathBuf, String) {
+    deploy_edited(dir, identity, revision, binary, |manifest| {
+        manifest["limits"]["timeout_ms"] = json!(timeout_ms);
+    })
 }
 
 /// The entrypoint binary inside a deployable folder.
