@@ -124,7 +124,7 @@ impl Connector for WetechConnector {
     }
 
     /// Runs a locked request: exactly one ready query of the Wetech package, within
-    /// `deadline` less [`CLEANUP_RESERVE`] (the browser is ended and its profile removed
+    /// `deadline` less `CLEANUP_RESERVE` (2 s) (the browser is ended and its profile removed
     /// in that reserve, whatever step the deadline cut off).
     async fn call_within(
         &self,
