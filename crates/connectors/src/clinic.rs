@@ -298,14 +298,11 @@ impl Run<'_> {
             return failed(deadline_failure(Provider::Clinic, self.deadline, cut));
         }
         let window = query.evidence_window();
-        let limits = &self.config.limits;
-        // Prometheus stops evaluating when what is left of the call's deadline passes.
-        let left = ResponseLimits {
-            timeout: self.deadline.limit(limits.timeout),
-            ..*limits
-        };
-        let range = QueryRange::new(query.expr.clone(), window)
-            .with_timeout(left.evaluation_timeout(self.config.evaluation_timeout));
+        let timeout = self
+            .config
+            .limits
+            .evaluation_timeout_within(self.deadline, self.config.evaluation_timeout);
+        let range = QueryRange::new(query.expr.clone(), window).with_timeout(timeout);
         let builder = range
             .post(self.client, self.url.clone())
             .bearer_auth(self.token.expose_secret());

@@ -377,13 +377,10 @@ impl ManusConnector {
         let query = plan.query;
         let deadline = plan.deadline;
         let window = query.evidence_window();
-        // Prometheus stops evaluating when what is left of the call's deadline passes.
-        let left = ResponseLimits {
-            timeout: deadline.limit(config.limits.timeout),
-            ..config.limits
-        };
-        let range = QueryRange::new(plan.expr.clone(), window)
-            .with_timeout(left.evaluation_timeout(config.evaluation_timeout));
+        let timeout = config
+            .limits
+            .evaluation_timeout_within(deadline, config.evaluation_timeout);
+        let range = QueryRange::new(plan.expr.clone(), window).with_timeout(timeout);
         let builder = range
             .post(&self.client, plan.query_url)
             .header(plan.header, session);

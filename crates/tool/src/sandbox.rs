@@ -176,10 +176,11 @@ impl<T: PackageTool> Sandbox<T> {
     /// its audit record (written by the caller). Every runtime-context failure is a
     /// result with its audit record; `Err` only when not even a failure result can be
     /// built.
+    ///
     /// The call runs within its package's deadline from now.
     pub async fn answer(&self, args: &str) -> Result<(ToolResult, AuditRecord), ToolError> {
-        let deadline = self.deadline(Instant::now());
-        self.answer_with(|| Ok(args.to_owned()), Instant::now(), deadline)
+        let started = Instant::now();
+        self.answer_with(|| Ok(args.to_owned()), started, self.deadline(started))
             .await
     }
 

@@ -930,7 +930,6 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
     );
     let bin = entrypoint(&clinic);
     let (elapsed, results) = blocking(move || {
-        use std::io::BufRead as _;
         let mut wire = Wire::start_with(&bin, &env);
         wire.initialize();
         let started = std::time::Instant::now();
@@ -943,12 +942,7 @@ async fn calls_beyond_the_manifest_concurrency_wait_for_a_slot() {
         }
         let mut results = Vec::new();
         while results.len() < 8 {
-            let mut line = String::new();
-            assert!(
-                wire.stdout.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = wire.next_message();
             if message.get("id").is_some() {
                 results.push(message);
             }

@@ -164,12 +164,7 @@ async fn each_call_runs_under_the_one_policy_it_read_at_its_start() {
         }
         let mut answers = std::collections::BTreeMap::new();
         while answers.len() < 8 {
-            let mut line = String::new();
-            assert!(
-                wire.stdout.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = wire.next_message();
             if let Some(id) = message["id"].as_u64() {
                 answers.insert(id, result_of(&message));
             }
@@ -362,12 +357,7 @@ async fn a_cancelled_call_stops_at_once_and_is_recorded_cancelled() {
         front.set_delay(Duration::ZERO);
         wire.send(call_message(4));
         loop {
-            let mut line = String::new();
-            assert!(
-                wire.stdout.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = wire.next_message();
             assert_ne!(
                 message["id"], 3,
                 "the cancelled call was answered: {message}"

@@ -194,14 +194,8 @@ fn started(bin: &Path, env: &[(&'static str, String)]) -> Wire {
 
 /// Reads `wire`'s answers until the one of request `id`.
 fn answer_of(wire: &mut Wire, id: u64) -> ToolResult {
-    use std::io::BufRead as _;
     loop {
-        let mut line = String::new();
-        assert!(
-            wire.stdout.read_line(&mut line).unwrap() > 0,
-            "the server ended"
-        );
-        let message: Value = serde_json::from_str(&line).unwrap();
+        let message = wire.next_message();
         if message["id"] == id {
             return result_of(&message);
         }

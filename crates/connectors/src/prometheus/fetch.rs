@@ -8,8 +8,8 @@ use evidence_result::Digest;
 use futures::StreamExt as _;
 use reqwest::header::CONTENT_TYPE;
 
-use crate::ConnectorError;
 use crate::prometheus::Redactor;
+use crate::{ConnectorError, Deadline};
 
 /// The default bound on the bytes read of one provider answer: 1 GiB. A query answer is
 /// streamed and folded as it arrives (`ResponseMapper::fetch_evidence`), so this bounds
@@ -59,6 +59,21 @@ impl ResponseLimits {
                 .saturating_sub((self.timeout / 10).min(EVALUATION_TIMEOUT_MARGIN)),
         };
         t.max(Duration::from_millis(1))
+    }
+
+    /// [`evaluation_timeout`](Self::evaluation_timeout) of these limits with their
+    /// `timeout` cut to what is left of `deadline`: Prometheus stops evaluating when the
+    /// call's deadline passes.
+    pub(crate) fn evaluation_timeout_within(
+        &self,
+        deadline: &Deadline,
+        configured: Option<Duration>,
+    ) -> Duration {
+        let left = ResponseLimits {
+            timeout: deadline.limit(self.timeout),
+            ..*self
+        };
+        left.evaluation_timeout(configured)
     }
 }
 

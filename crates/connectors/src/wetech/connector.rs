@@ -20,9 +20,7 @@ use super::page_fetch::{Opened, PageRequest, SCRIPT_MARGIN, open};
 use super::storage::StorageState;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{
-    Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseLimits, ResponseMapper,
-};
+use crate::prometheus::{Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper};
 use crate::{Connector, CutOff, Deadline, deadline_failure};
 
 /// The secrets injected into the Wetech tool sandbox.
@@ -328,12 +326,11 @@ async fn drive(
     let window = query.evidence_window();
     // The page's fetch and Prometheus' evaluation stop when what is left of the call's
     // deadline (less the cleanup reserve) passes.
-    let left = ResponseLimits {
-        timeout: work.limit(config.limits.timeout),
-        ..config.limits
-    };
-    let range = QueryRange::new(query.expr.clone(), window)
-        .with_timeout(left.evaluation_timeout(config.evaluation_timeout));
+    let page_timeout = work.limit(config.limits.timeout);
+    let timeout = config
+        .limits
+        .evaluation_timeout_within(work, config.evaluation_timeout);
+    let range = QueryRange::new(query.expr.clone(), window).with_timeout(timeout);
     let mut compaction = Compaction::new(scope.series_kept)
         .with_expr(query.expr.clone())
         .with_window(window);
@@ -344,7 +341,7 @@ async fn drive(
         body: Some(range.form_body()),
         content_type: Some(FORM_CONTENT_TYPE),
         max_bytes: config.limits.max_body_bytes,
-        timeout: left.timeout,
+        timeout: page_timeout,
     };
     progress.querying.store(true, Ordering::SeqCst);
     let opened = open(client, &request)

@@ -69,17 +69,23 @@ impl Wire {
         self.stdin.flush().unwrap();
     }
 
+    /// The next message the server writes (a response or a notification); fails when
+    /// the server ended instead.
+    pub fn next_message(&mut self) -> Value {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+
     /// Sends request `id` and returns its response (skipping notifications).
     pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        use std::io::BufRead as _;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = self.next_message();
             if message["id"] == id {
                 return message;
             }
