@@ -95,9 +95,14 @@ impl ClinicFront {
         self.state.forbidden.store(forbidden, Ordering::SeqCst);
     }
 
-    /// Every request received so far.
+    /// Every request received and answered so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.log.snapshot()
+    }
+
+    /// How many requests arrived so far, also those still unanswered (a stalled one).
+    pub fn arrived(&self) -> usize {
+        self.log.arrived()
     }
 }
 

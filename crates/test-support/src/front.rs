@@ -355,20 +355,29 @@ impl RecordedRequest {
     }
 }
 
-/// The log of the requests a front received.
+/// The log of the requests a front received: each answered request with its status,
+/// and the count of requests that arrived (also those still unanswered, a stalled one).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RequestLog(Arc<Mutex<Vec<RecordedRequest>>>);
+pub(crate) struct RequestLog {
+    answered: Arc<Mutex<Vec<RecordedRequest>>>,
+    arrived: Arc<std::sync::atomic::AtomicUsize>,
+}
 
 impl RequestLog {
     pub(crate) fn snapshot(&self) -> Vec<RecordedRequest> {
-        self.0
+        self.answered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
+    /// How many requests arrived, answered or not.
+    pub(crate) fn arrived(&self) -> usize {
+        self.arrived.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn push(&self, request: RecordedRequest) {
-        self.0
+        self.answered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(request);
@@ -377,6 +386,8 @@ impl RequestLog {
 
 /// Middleware that records every request with its parameters and answered status.
 async fn record(State(log): State<RequestLog>, request: Request, next: Next) -> Response {
+    log.arrived
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
