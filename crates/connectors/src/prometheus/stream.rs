@@ -251,7 +251,7 @@ impl StreamCompactor {
                 self.fold.push(series.into_owned());
                 Ok(Some(len))
             }
-            Some(Err(e)) if e.is_eof() && !last => Ok(None),
+            Some(Err(e)) if !last && (e.is_eof() || reaches_end(bytes, &e)) => Ok(None),
             Some(Err(e)) => Err(self.earlier(classify(e))),
             None if !last => Ok(None),
             None => Err(self.earlier(ConnectorError::NotJson(
@@ -338,6 +338,24 @@ impl StreamCompactor {
             _ => {}
         }
     }
+}
+
+/// True when the error `e` of parsing `bytes` was found at their last byte: a token the
+/// bytes cut off (serde_json calls `1700000000.` an invalid number, not an early end,
+/// where it skips a value), so more bytes may make it whole. An error before the last
+/// byte stays an error, so waiting never holds more than the element being read.
+fn reaches_end(bytes: &[u8], e: &serde_json::Error) -> bool {
+    // serde_json counts lines and columns from 1; the column is the erring byte's.
+    let line_start = match e.line() {
+        0 | 1 => 0,
+        line => bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(line - 2)
+            .map_or(0, |(i, _)| i + 1),
+    };
+    line_start + e.column() >= bytes.len()
 }
 
 /// Which of the two keys that matter a raw key (the bytes between its quotes) is.
@@ -742,6 +760,33 @@ mod tests {
         assert_eq!(f.error.body_digest, Some(prefix.cut_body_digest(&redactor)));
         assert_ne!(f.error.body_digest, Some(prefix.body_digest(&redactor)));
         assert!(!f.detail_error.contains("tok-5b0"));
+    }
+
+    /// A chunk that ends inside a number (`1700000000.`) is the start of a series, not a
+    /// broken one, also inside a member the parser skips (native `histograms`), where
+    /// serde_json calls such a prefix an invalid number rather than an early end: the
+    /// series is read once the rest arrives (found by `broken_bodies_fail_alike`, whose
+    /// regression file keeps the case).
+    #[test]
+    fn a_chunk_that_ends_inside_a_number_waits_for_the_rest() {
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"histograms":[[1700000007.5,{"count":"2"}]],"values":[[1700000000.5,"1"],[1700000015,"-2"]]}]}}"#;
+        let whole = typed(body, 3).unwrap();
+        let text = std::str::from_utf8(body).unwrap();
+        for token in [
+            "1700000007.",
+            "1700000007",
+            "1700000000.",
+            "170",
+            "\"-",
+            "1700000015",
+        ] {
+            let cut = text.find(token).unwrap() + token.len();
+            assert_eq!(
+                streamed(body, &[cut], 3).unwrap(),
+                whole,
+                "cut after {token:?}"
+            );
+        }
     }
 
     #[test]
