@@ -95,7 +95,8 @@ impl Failure {
         self
     }
 
-    /// Sets the digest of the raw provider body.
+    /// Sets the digest of the provider body, taken over its text with the bound
+    /// credentials redacted.
     pub fn with_body_digest(mut self, digest: Digest) -> Self {
         self.error.body_digest = Some(digest);
         self

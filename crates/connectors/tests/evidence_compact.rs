@@ -1,5 +1,5 @@
-//! Compact evidence v2 against a real Prometheus: for the side-by-side queries and the
-//! seeds, one-query results stay within 4 KiB, state the top series and its peak exactly
+//! Compact evidence (`compact_v3`) against a real Prometheus: for the side-by-side
+//! queries and the seeds, one-query results stay within 4 KiB, state the top series and its peak exactly
 //! to four digits (checked against the raw answer), and count `NaN`s of series that are
 //! ranked out of the top k.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
