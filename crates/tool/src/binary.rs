@@ -1,33 +1,62 @@
 //! The command line of a tool binary: with no argument it is the tool-sandbox
 //! entrypoint (one call: arguments on stdin, one result on stdout); with `--mcp` it is
-//! the package's own MCP server over stdio. Either way the same binary, the one the
+//! the package's own MCP server over stdio, with `--mcp-http ADDR` the same server over
+//! Streamable HTTP on a loopback address. Either way the same binary, the one the
 //! package digest covers, and the same sandbox call.
 
 use std::process::ExitCode;
 
 use crate::entry::run_entrypoint;
-use crate::mcp::{MCP_FLAG, serve_mcp};
+use crate::mcp::{
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, HttpListen, HttpListenError, MCP_FLAG, MCP_HTTP_FLAG,
+    MCP_HTTP_PATH, McpTransport, serve_mcp,
+};
 use crate::tools::PackageTool;
 
+/// The usage text of the binary `name`.
+fn usage(name: &str) -> String {
+    // The description under the HTTP form starts where those of the forms above do.
+    let pad = " ".repeat(name.len() + 12);
+    format!(
+        "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       \
+         {name} {MCP_FLAG}      (MCP server over stdio)\n       \
+         {name} {MCP_HTTP_FLAG} IP:PORT [{ALLOW_HOST_FLAG} HOST]... [{ALLOW_ORIGIN_FLAG} ORIGIN]...\n       \
+         {pad}(MCP server over Streamable HTTP at http://IP:PORT{MCP_HTTP_PATH}; loopback IP only)"
+    )
+}
+
 /// Runs the binary of the tool `T` with the process's command-line arguments: none for
-/// the entrypoint, [`MCP_FLAG`] for the MCP server, `--help` (or `-h`) for the usage on
-/// stdout (exit 0). Anything else is a usage error (exit 2). The tool is a type, so a binary holds only its own connector's code.
+/// the entrypoint, [`MCP_FLAG`] for the MCP server over stdio, [`MCP_HTTP_FLAG`] and its
+/// address for the server over Streamable HTTP, `--help` (or `-h`) for the usage on
+/// stdout (exit 0). A non-loopback address is refused (exit 1, saying why); anything
+/// else is a usage error (exit 2). The tool is a type, so a binary holds only its own
+/// connector's code.
 pub fn run_tool_binary<T: PackageTool>() -> ExitCode {
     // `args_os`: an argument that is not Unicode is a usage error, never a panic.
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let usage = format!(
-        "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       {name} {MCP_FLAG}      (MCP server over stdio)",
-        name = T::TOOL.binary_name()
-    );
+    let name = T::TOOL.binary_name();
     match args.as_slice() {
         [] => run_entrypoint::<T>(),
-        [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(),
+        [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(McpTransport::Stdio),
+        [flag, rest @ ..] if flag.as_os_str() == MCP_HTTP_FLAG => {
+            match HttpListen::from_args(rest) {
+                Ok(listen) => serve_mcp::<T>(McpTransport::Http(listen)),
+                Err(refused @ HttpListenError::NotLoopback(_)) => {
+                    eprintln!("{name} {MCP_HTTP_FLAG}: {refused}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("{name} {MCP_HTTP_FLAG}: {e}\n{}", usage(name));
+                    ExitCode::from(2)
+                }
+            }
+        }
         [flag] if flag.as_os_str() == "--help" || flag.as_os_str() == "-h" => {
-            println!("{usage}");
+            println!("{}", usage(name));
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("{usage}");
+            eprintln!("{}", usage(name));
             ExitCode::from(2)
         }
     }

@@ -1,9 +1,12 @@
 """A real MCP client (the official Python SDK, `mcp` on PyPI) driving the tool binaries'
-MCP servers over stdio, for `crates/tool/tests/mcp.rs`.
+MCP servers over stdio, for `crates/tool/tests/mcp.rs`, and over Streamable HTTP, for
+`crates/tool/tests/mcp_http.rs`.
 
 Reads a plan (JSON) on stdin:
 
     {"sessions": [{"label": str, "command": str, "args": [str], "env": {str: str},
+                   (or, over Streamable HTTP: "url": str, "headers": {str: str} | null,
+                    "expect_refusal": bool | null)
                    "version": "2025-06-18" | "2025-11-25" | "2026-07-28",
                    "start_after_ms": int | null,
                    "steps": [{"label": str, "tool": str, "arguments": {...},
@@ -11,7 +14,9 @@ Reads a plan (JSON) on stdin:
                              | {"label": str, "parallel": [step, ...]}]}],
      "concurrent": bool | null}
 
-Each session starts one server process (`mcp.client.stdio.stdio_client`), negotiates
+Each session starts one server process (`mcp.client.stdio.stdio_client`), or connects
+to a running server at `url` (`mcp.client.streamable_http.streamable_http_client`, with
+`headers` sent on every request), negotiates
 the session's protocol version with `ClientSession` (2025-06-18 by an `initialize`
 proposing it, 2025-11-25 by the SDK's own `initialize`, 2026-07-28 by the SDK's
 `server/discover`), lists the tools and runs the steps in order in that one process.
@@ -25,6 +30,10 @@ session and records each when it answers. With `concurrent`, the sessions run at
 (each after its `start_after_ms`), not one after another. Every call step records its
 `elapsed_ms`, from sending the request to its answer.
 
+A session with `expect_refusal` is one the server is expected to refuse at the HTTP
+level: its failure (whatever the SDK raises, within 20 s) is recorded as `refused`, the
+exception's text, instead of failing the client.
+
 Writes one JSON document on stdout: per session the negotiated version, the listed
 tools as sent, and per step either the result as the SDK parsed it (`content`,
 `structuredContent`, `isError`, `resultType`) or the protocol error.
@@ -35,9 +44,13 @@ import os
 import sys
 import time
 
+import contextlib
+
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 CLIENT = types.Implementation(name="evidence-tool-tests", version="1")
@@ -106,11 +119,41 @@ async def run_step(session: ClientSession, step: dict) -> dict:
     }
 
 
+@contextlib.asynccontextmanager
+async def transport(plan: dict):
+    if "url" in plan:
+        async with create_mcp_http_client(headers=plan.get("headers") or None) as http:
+            async with streamable_http_client(plan["url"], http_client=http) as streams:
+                yield streams
+    else:
+        params = StdioServerParameters(command=plan["command"], args=plan["args"], env=plan["env"])
+        async with stdio_client(params) as streams:
+            yield streams
+
+
+def text_of(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(text_of(e) for e in error.exceptions)
+    return f"{type(error).__name__}: {error}"
+
+
 async def run_session(plan: dict) -> dict:
     if plan.get("start_after_ms"):
         await anyio.sleep(plan["start_after_ms"] / 1000)
-    params = StdioServerParameters(command=plan["command"], args=plan["args"], env=plan["env"])
-    async with stdio_client(params) as (read, write):
+    if plan.get("expect_refusal"):
+        try:
+            with anyio.fail_after(20):
+                served = await serve_session(plan)
+        except BaseException as error:  # noqa: BLE001 - the refusal is what is recorded
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                raise
+            return {"label": plan["label"], "refused": text_of(error)}
+        return served
+    return await serve_session(plan)
+
+
+async def serve_session(plan: dict) -> dict:
+    async with transport(plan) as (read, write):
         async with ClientSession(read, write, client_info=CLIENT) as session:
             await negotiate(session, plan["version"])
             listed = await session.list_tools()

@@ -12,10 +12,11 @@ use std::os::unix::process::CommandExt as _;
 
 use crate::ToolError;
 use crate::context::{CONTEXT_VARS, ReadBy};
+use crate::mcp::server::McpTransport;
 use crate::tool_kind::Tool;
 
-/// The flag that starts a tool binary as its package's MCP server (the server
-/// re-executes itself with it).
+/// The flag that starts a tool binary as its package's MCP server over stdio (the
+/// server re-executes itself with it).
 pub const MCP_FLAG: &str = "--mcp";
 
 /// Variables of the process itself a server keeps besides its package's own: search
@@ -43,9 +44,12 @@ pub fn server_variables(tool: Tool) -> Vec<&'static str> {
 }
 
 /// Returns when the environment holds only [`server_variables`]; otherwise replaces
-/// the process by the same binary with `--mcp` and only those variables, and returns
-/// only when that fails.
-pub(crate) fn keep_only_own_variables(tool: Tool) -> Result<(), ToolError> {
+/// the process by the same binary with the arguments of `transport` and only those
+/// variables, and returns only when that fails.
+pub(crate) fn keep_only_own_variables(
+    tool: Tool,
+    transport: &McpTransport,
+) -> Result<(), ToolError> {
     let kept = server_variables(tool);
     let is_kept = |name: &OsString| name.to_str().is_some_and(|name| kept.contains(&name));
     if std::env::vars_os().all(|(name, _)| is_kept(&name)) {
@@ -54,7 +58,7 @@ pub(crate) fn keep_only_own_variables(tool: Tool) -> Result<(), ToolError> {
     let exe = std::env::current_exe()
         .map_err(|e| ToolError::io("locate the running binary", "/proc/self/exe", e))?;
     let error = std::process::Command::new(&exe)
-        .arg(MCP_FLAG)
+        .args(transport.to_args())
         .env_clear()
         .envs(std::env::vars_os().filter(|(name, _)| is_kept(name)))
         .exec();

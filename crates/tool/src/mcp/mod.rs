@@ -1,6 +1,8 @@
 //! MCP serving of one package: the package's own tool binary, started with `--mcp`,
-//! serves its one tool over stdio with the official Rust MCP SDK (`rmcp`). The process
-//! holds only its own package's auth binding and secrets; one server per package.
+//! serves its one tool over stdio, or with `--mcp-http ADDR` over Streamable HTTP on a
+//! loopback address (`http`), with the official Rust MCP SDK (`rmcp`). Both transports
+//! drive the one server handler. The process holds only its own package's auth binding
+//! and secrets; one server per package.
 //!
 //! The tool is described from the package's manifest (name = package identity,
 //! description and `inputSchema` = the manifest's argument schema, `outputSchema` = the
@@ -16,10 +18,15 @@
 //! (`EVIDENCE_TURN_LEDGER`): every call is admitted there by the turn rules first.
 
 mod environment;
+mod http;
 mod inflight;
 mod listing;
 mod server;
 
 pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
+pub use http::{
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, HEAD_READ_TIMEOUT, HttpListen, HttpListenError,
+    MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, MCP_HTTP_PATH,
+};
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
-pub use server::serve_mcp;
+pub use server::{McpTransport, serve_mcp};

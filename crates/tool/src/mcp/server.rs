@@ -1,4 +1,5 @@
-//! The MCP server of one package over stdio: at start it hashes its own package (once,
+//! The MCP server of one package, over stdio or Streamable HTTP (one handler for both,
+//! the transport chosen by [`McpTransport`]): at start it hashes its own package (once,
 //! over the file the process was started from) and reads the fixed runtime context;
 //! `tools/list` answers the package's one tool, `tools/call` reads the policy envelope
 //! afresh, runs the one sandbox call against the digest computed at start and appends
@@ -25,7 +26,8 @@
 //! stop (SIGTERM, SIGINT: what an MCP client sends when a closed session's server does
 //! not exit in time), it records each call still running as cancelled and exits. A
 //! server that finds the policy signing key in its environment, or that has no usable
-//! turn ledger, does not start.
+//! turn ledger, does not start (over stdio it says why in its answer to `initialize`;
+//! over HTTP it exits before it listens, saying why on stderr).
 
 use std::borrow::Cow;
 use std::process::ExitCode;
@@ -41,6 +43,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use evidence_connectors::CutOff;
@@ -48,7 +51,8 @@ use evidence_connectors::CutOff;
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::failure::RuntimeFailure;
-use crate::mcp::environment::keep_only_own_variables;
+use crate::mcp::environment::{MCP_FLAG, keep_only_own_variables};
+use crate::mcp::http::{self, HttpListen, MCP_HTTP_FLAG, MCP_HTTP_PATH};
 use crate::mcp::inflight::{InFlight, query_ids};
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
 use crate::output::write_audit;
@@ -59,6 +63,8 @@ use crate::tools::PackageTool;
 
 /// The server of one tool: the package and runtime context it read at start, its
 /// listing (from that package's manifest) and the permits bounding concurrent calls.
+/// Its clones (one per HTTP session) share all of it: the permits, the calls and the
+/// set of calls in flight are the process's.
 #[derive(Debug)]
 struct PackageServer<T: PackageTool> {
     served: Arc<Sandbox<T>>,
@@ -68,30 +74,71 @@ struct PackageServer<T: PackageTool> {
     inflight: Arc<InFlight>,
 }
 
-/// Serves the tool `T` over stdio until the client closes the stream; returns the exit
-/// status. First the process keeps only its own variables (it re-executes itself when
-/// it was started with others). The package folder must load at start: it is hashed
-/// then, once, and every call is verified against that digest.
-pub fn serve_mcp<T: PackageTool>() -> ExitCode {
+impl<T: PackageTool> Clone for PackageServer<T> {
+    fn clone(&self) -> Self {
+        PackageServer {
+            served: self.served.clone(),
+            listing: self.listing.clone(),
+            permits: self.permits.clone(),
+            calls: self.calls.clone(),
+            inflight: self.inflight.clone(),
+        }
+    }
+}
+
+/// The transport a package's MCP server serves over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// One session over the process's stdin and stdout (`--mcp`).
+    Stdio,
+    /// Streamable HTTP at the loopback address and with the `Host` and `Origin` rules
+    /// given (`--mcp-http ADDR`; see [`crate::mcp::HttpListen`]).
+    Http(HttpListen),
+}
+
+impl McpTransport {
+    /// The command-line arguments that select this transport.
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        match self {
+            McpTransport::Stdio => vec![MCP_FLAG.to_owned()],
+            McpTransport::Http(listen) => listen.to_args(),
+        }
+    }
+
+    fn flag(&self) -> &'static str {
+        match self {
+            McpTransport::Stdio => MCP_FLAG,
+            McpTransport::Http(_) => MCP_HTTP_FLAG,
+        }
+    }
+}
+
+/// Serves the tool `T` over `transport` (stdio: until the client closes the stream;
+/// HTTP: until the process is told to stop); returns the exit status. First the
+/// process keeps only its own variables (it re-executes itself, with the same
+/// transport, when it was started with others). The package folder must load at
+/// start: it is hashed then, once, and every call is verified against that digest.
+pub fn serve_mcp<T: PackageTool>(transport: McpTransport) -> ExitCode {
     let name = T::TOOL.binary_name();
+    let flag = transport.flag();
     // As the entrypoint does: a sandbox that holds the signing key runs nothing. Checked
     // before the environment is cut down to the server's own variables, which would
     // drop it without a word.
     if std::env::var_os(SIGNING_KEY_ENV).is_some() {
         eprintln!(
-            "{name} --mcp: {SIGNING_KEY_ENV} is set: the policy signing key must stay with the \
+            "{name} {flag}: {SIGNING_KEY_ENV} is set: the policy signing key must stay with the \
              signer; give the server only {POLICY_KEYS_ENV}"
         );
         return ExitCode::FAILURE;
     }
-    if let Err(e) = keep_only_own_variables(T::TOOL) {
-        eprintln!("{name} --mcp: {e}");
+    if let Err(e) = keep_only_own_variables(T::TOOL, &transport) {
+        eprintln!("{name} {flag}: {e}");
         return ExitCode::FAILURE;
     }
-    block_on_to_exit(name, &format!("{name} --mcp"), serve::<T>())
+    block_on_to_exit(name, &format!("{name} {flag}"), serve::<T>(transport))
 }
 
-async fn serve<T: PackageTool>() -> Result<(), ToolError> {
+async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError> {
     // What would fail every call is known now (its package does not load, or a part of
     // its runtime context is missing or invalid): the server does not start, and says
     // why to the client (which shows the error of its `initialize` request) and on
@@ -111,41 +158,71 @@ async fn serve<T: PackageTool>() -> Result<(), ToolError> {
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
         .max(1);
-    let calls = TaskTracker::new();
     let inflight = Arc::new(InFlight::default());
     let served = Arc::new(served);
     let server = PackageServer {
         listing: tool_listing(served.package())?,
         served: served.clone(),
         permits: Arc::new(Semaphore::new(concurrency)),
-        calls: calls.clone(),
+        calls: TaskTracker::new(),
         inflight: inflight.clone(),
     };
     let mut stop = StopSignals::new()?;
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ToolError::Mcp(format!("the session did not start: {e}")))?;
-    let session = async {
-        let ended = running
-            .waiting()
-            .await
-            .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")));
-        // Every accepted call runs to its audit record, whatever ended the session (each
-        // is bounded by its own time limits).
-        calls.close();
-        calls.wait().await;
-        ended.map(drop)
+    let stop_serving = CancellationToken::new();
+    let serving = async {
+        match &transport {
+            McpTransport::Stdio => serve_stdio(server).await,
+            McpTransport::Http(listen) => serve_http(server, listen, stop_serving.clone()).await,
+        }
     };
     tokio::select! {
-        ended = session => ended,
+        ended = serving => ended,
         () = stop.received() => {
+            stop_serving.cancel();
             for record in inflight.cancel_all(served.package()) {
                 write_audit(&record, served.context().audit_log())?;
             }
             Ok(())
         }
     }
+}
+
+/// One session over stdio, then every call it accepted run to its record.
+async fn serve_stdio<T: PackageTool>(server: PackageServer<T>) -> Result<(), ToolError> {
+    let calls = server.calls.clone();
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ToolError::Mcp(format!("the session did not start: {e}")))?;
+    let ended = running
+        .waiting()
+        .await
+        .map_err(|e| ToolError::Mcp(format!("the session ended abnormally: {e}")));
+    // Every accepted call runs to its audit record, whatever ended the session (each
+    // is bounded by its own time limits).
+    calls.close();
+    calls.wait().await;
+    ended.map(drop)
+}
+
+/// Streamable HTTP on `listen` until `stop`; names the endpoint it serves on stderr
+/// once it listens (with the port bound, when `listen` asked for port 0).
+async fn serve_http<T: PackageTool>(
+    server: PackageServer<T>,
+    listen: &HttpListen,
+    stop: CancellationToken,
+) -> Result<(), ToolError> {
+    let name = T::TOOL.binary_name();
+    let listener = tokio::net::TcpListener::bind(listen.addr())
+        .await
+        .map_err(|e| ToolError::Mcp(format!("cannot listen on {}: {e}", listen.addr())))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| ToolError::Mcp(format!("cannot read the bound address: {e}")))?;
+    let service = http::service(server, listen.config(bound, stop.clone()));
+    eprintln!("{name} {MCP_HTTP_FLAG}: serving http://{bound}{MCP_HTTP_PATH}");
+    http::serve(name, listener, service, stop).await;
+    Ok(())
 }
 
 /// Answers the client's `initialize` with an error that names `failure`, so the client

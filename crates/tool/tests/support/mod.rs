@@ -12,7 +12,10 @@ use base64::Engine as _;
 use evidence_test_support as test_support;
 use serde_json::{Value, json};
 
+mod sdk;
 mod wire;
+#[allow(unused_imports)]
+pub use sdk::{python, run_client};
 #[allow(unused_imports)]
 pub use wire::Wire;
 

@@ -1,0 +1,353 @@
+//! The Streamable HTTP transport of a package's MCP server (`--mcp-http ADDR`): the
+//! same server handler as over stdio, behind `rmcp`'s Streamable HTTP service, on an
+//! HTTP/1.1 listener at the one explicit address it is given, at the path
+//! [`MCP_HTTP_PATH`].
+//!
+//! The rules of the HTTP surface:
+//! - Plain HTTP is served on a loopback address only (`127.0.0.0/8`, `::1`). TLS is not
+//!   built in yet, so any other address is refused at start with the reason
+//!   ([`HttpListenError::NotLoopback`]): the server never answers in the clear off the
+//!   machine.
+//! - DNS-rebinding protection: a request's `Host` must be one of the allowed hosts and a
+//!   request that carries an `Origin` must come from an allowed origin, or it is
+//!   answered `403 Forbidden` before any MCP message is read. Both default to the listen
+//!   address's loopback forms with its bound port (`127.0.0.1:PORT` or `[::1]:PORT`, and
+//!   `localhost:PORT`; origins `http://` of those) and can be replaced with
+//!   `--allow-host` and `--allow-origin`.
+//! - Bounds: a request body over [`MAX_REQUEST_BODY_BYTES`] is answered
+//!   `413 Payload Too Large` (counted while it streams, whatever `Content-Length` says);
+//!   a request head over [`MAX_HEAD_BYTES`] is refused by the HTTP layer; a client that
+//!   does not finish sending its head within [`HEAD_READ_TIMEOUT`] is disconnected.
+//!   Idle MCP sessions expire after `rmcp`'s session keep-alive.
+//!
+//! Everything past the transport (the call slots of `limits.concurrency`, the per-call
+//! deadline, verification, lock, guard, audit and the turn ledger) is the one server
+//! handler of [`super::server`], exactly as over stdio.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::ServerHandler;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_service::Service as _;
+
+/// The flag that starts a tool binary as its package's MCP server over Streamable HTTP,
+/// followed by the listen address (`127.0.0.1:PORT`; port `0` takes a free port, and
+/// the server names the one it bound on stderr).
+pub const MCP_HTTP_FLAG: &str = "--mcp-http";
+/// The flag (repeatable, after [`MCP_HTTP_FLAG`]) naming an allowed `Host` value,
+/// `host` or `host:port`; given once or more, it replaces the default hosts.
+pub const ALLOW_HOST_FLAG: &str = "--allow-host";
+/// The flag (repeatable, after [`MCP_HTTP_FLAG`]) naming an allowed `Origin`,
+/// `scheme://host:port`; given once or more, it replaces the default origins.
+pub const ALLOW_ORIGIN_FLAG: &str = "--allow-origin";
+/// The path of the MCP endpoint; every other path answers `404 Not Found`.
+pub const MCP_HTTP_PATH: &str = "/mcp";
+/// The largest request body accepted: 256 KiB (a tool call's arguments are a few
+/// PromQL expressions; `initialize` is smaller still).
+pub const MAX_REQUEST_BODY_BYTES: usize = 256 * 1024;
+/// The largest request head (request line and headers) accepted: 16 KiB.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// How long a client has to send a request's head once it started: 10 s.
+pub const HEAD_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the HTTP listen configuration is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HttpListenError {
+    /// The address is not `IP:PORT`.
+    #[error("{0:?} is not a listen address: give IP:PORT, e.g. 127.0.0.1:8931")]
+    NotAnAddress(String),
+    /// Plain HTTP was asked for on an address other machines can reach.
+    #[error(
+        "refusing to serve plain HTTP on {0}: it is not a loopback address, and this server \
+         has no TLS; listen on 127.0.0.1 or [::1] (behind a TLS-terminating proxy on the same \
+         host if it must be reached from elsewhere)"
+    )]
+    NotLoopback(SocketAddr),
+    /// A flag of the HTTP server lacks its value, or is unknown.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// The HTTP server's configuration from the command line: the listen address and the
+/// `Host` and `Origin` values allowed (empty: the defaults of the bound address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpListen {
+    addr: SocketAddr,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+}
+
+impl HttpListen {
+    /// Reads the arguments that follow [`MCP_HTTP_FLAG`]: the address, then any
+    /// [`ALLOW_HOST_FLAG`] and [`ALLOW_ORIGIN_FLAG`] pairs. Refuses an address that is
+    /// not loopback ([`HttpListenError::NotLoopback`]).
+    pub fn from_args(args: &[OsString]) -> Result<Self, HttpListenError> {
+        let text = |arg: &OsString| {
+            arg.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| HttpListenError::Usage(format!("{arg:?} is not Unicode")))
+        };
+        let (addr, rest) = args.split_first().ok_or_else(|| {
+            HttpListenError::Usage(format!("{MCP_HTTP_FLAG} needs a listen address"))
+        })?;
+        let addr = text(addr)?;
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|_| HttpListenError::NotAnAddress(addr.clone()))?;
+        if !addr.ip().is_loopback() {
+            return Err(HttpListenError::NotLoopback(addr));
+        }
+        let mut listen = HttpListen {
+            addr,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        };
+        let mut rest = rest.iter();
+        while let Some(flag) = rest.next() {
+            let flag = text(flag)?;
+            let value = rest
+                .next()
+                .map(text)
+                .transpose()?
+                .ok_or_else(|| HttpListenError::Usage(format!("{flag} needs a value")))?;
+            match flag.as_str() {
+                ALLOW_HOST_FLAG => listen.allowed_hosts.push(value),
+                ALLOW_ORIGIN_FLAG => listen.allowed_origins.push(value),
+                other => {
+                    return Err(HttpListenError::Usage(format!(
+                        "unknown argument {other:?} after {MCP_HTTP_FLAG}"
+                    )));
+                }
+            }
+        }
+        Ok(listen)
+    }
+
+    /// The address to listen on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The arguments that give this configuration again (the server re-executes itself
+    /// with them).
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        let mut args = vec![MCP_HTTP_FLAG.to_owned(), self.addr.to_string()];
+        for host in &self.allowed_hosts {
+            args.extend([ALLOW_HOST_FLAG.to_owned(), host.clone()]);
+        }
+        for origin in &self.allowed_origins {
+            args.extend([ALLOW_ORIGIN_FLAG.to_owned(), origin.clone()]);
+        }
+        args
+    }
+
+    /// The allowed `Host` values once bound at `bound`: the configured ones, or the
+    /// bound address and `localhost`, each with the bound port.
+    pub fn allowed_hosts(&self, bound: SocketAddr) -> Vec<String> {
+        if !self.allowed_hosts.is_empty() {
+            return self.allowed_hosts.clone();
+        }
+        vec![bound.to_string(), format!("localhost:{}", bound.port())]
+    }
+
+    /// The allowed `Origin` values once bound at `bound`: the configured ones, or
+    /// `http://` of each default host.
+    pub fn allowed_origins(&self, bound: SocketAddr) -> Vec<String> {
+        if !self.allowed_origins.is_empty() {
+            return self.allowed_origins.clone();
+        }
+        let defaults = HttpListen {
+            allowed_hosts: Vec::new(),
+            ..self.clone()
+        };
+        defaults
+            .allowed_hosts(bound)
+            .into_iter()
+            .map(|host| format!("http://{host}"))
+            .collect()
+    }
+
+    /// The `rmcp` configuration of the server bound at `bound`, ended by `stop`.
+    pub(crate) fn config(
+        &self,
+        bound: SocketAddr,
+        stop: CancellationToken,
+    ) -> StreamableHttpServerConfig {
+        StreamableHttpServerConfig::default()
+            .with_allowed_hosts(self.allowed_hosts(bound))
+            .with_allowed_origins(self.allowed_origins(bound))
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
+            .with_cancellation_token(stop)
+    }
+}
+
+/// The Streamable HTTP service of a handler (each session gets a clone of `handler`).
+pub(crate) fn service<S>(
+    handler: S,
+    config: StreamableHttpServerConfig,
+) -> StreamableHttpService<S, LocalSessionManager>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// Serves `service` on `listener` until `stop` is cancelled: one task per connection,
+/// HTTP/1.1 with the bounds of [`MAX_HEAD_BYTES`] and [`HEAD_READ_TIMEOUT`]. A failed
+/// accept (too many open files, a connection reset before it was taken) is reported on
+/// stderr and serving goes on.
+pub(crate) async fn serve<S>(
+    name: &str,
+    listener: TcpListener,
+    service: StreamableHttpService<S, LocalSessionManager>,
+    stop: CancellationToken,
+) where
+    S: ServerHandler + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.cancelled() => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                eprintln!("{name} {MCP_HTTP_FLAG}: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = service.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let handle = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let mut service = service.clone();
+                async move {
+                    if request.uri().path() != MCP_HTTP_PATH {
+                        return Ok::<_, std::convert::Infallible>(not_found());
+                    }
+                    service.call(request).await
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_READ_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES);
+            let connection = builder.serve_connection(TokioIo::new(stream), handle);
+            tokio::pin!(connection);
+            tokio::select! {
+                _served = connection.as_mut() => {}
+                () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+            }
+        });
+    }
+}
+
+/// The answer to a path other than [`MCP_HTTP_PATH`].
+fn not_found() -> Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>> {
+    let mut response = Response::new(
+        Full::new(Bytes::from_static(b"Not Found: the MCP endpoint is /mcp\n")).boxed(),
+    );
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn plain_http_is_refused_off_loopback() {
+        for addr in [
+            "0.0.0.0:8931",
+            "192.168.1.4:80",
+            "[::]:8931",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            let refused = HttpListen::from_args(&args(&[addr]));
+            assert!(
+                matches!(refused, Err(HttpListenError::NotLoopback(_))),
+                "{addr}: {refused:?}"
+            );
+        }
+        for addr in ["127.0.0.1:8931", "127.0.0.2:0", "[::1]:8931"] {
+            assert!(HttpListen::from_args(&args(&[addr])).is_ok(), "{addr}");
+        }
+        assert!(matches!(
+            HttpListen::from_args(&args(&["localhost:8931"])),
+            Err(HttpListenError::NotAnAddress(_))
+        ));
+        assert!(matches!(
+            HttpListen::from_args(&args(&[])),
+            Err(HttpListenError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn the_defaults_are_the_bound_loopback_forms_and_flags_replace_them() {
+        let listen = HttpListen::from_args(&args(&["127.0.0.1:0"])).unwrap();
+        let bound: SocketAddr = "127.0.0.1:4100".parse().unwrap();
+        assert_eq!(
+            listen.allowed_hosts(bound),
+            ["127.0.0.1:4100", "localhost:4100"]
+        );
+        assert_eq!(
+            listen.allowed_origins(bound),
+            ["http://127.0.0.1:4100", "http://localhost:4100"]
+        );
+        let v6: SocketAddr = "[::1]:4100".parse().unwrap();
+        assert_eq!(listen.allowed_hosts(v6), ["[::1]:4100", "localhost:4100"]);
+
+        let configured = args(&[
+            "127.0.0.1:4100",
+            ALLOW_HOST_FLAG,
+            "tools.internal:4100",
+            ALLOW_ORIGIN_FLAG,
+            "https://app.internal:443",
+        ]);
+        let listen = HttpListen::from_args(&configured).unwrap();
+        assert_eq!(listen.allowed_hosts(bound), ["tools.internal:4100"]);
+        assert_eq!(listen.allowed_origins(bound), ["https://app.internal:443"]);
+        assert_eq!(
+            listen.to_args(),
+            [
+                MCP_HTTP_FLAG,
+                "127.0.0.1:4100",
+                ALLOW_HOST_FLAG,
+                "tools.internal:4100",
+                ALLOW_ORIGIN_FLAG,
+                "https://app.internal:443"
+            ]
+        );
+        assert!(matches!(
+            HttpListen::from_args(&args(&["127.0.0.1:1", ALLOW_HOST_FLAG])),
+            Err(HttpListenError::Usage(_))
+        ));
+        assert!(matches!(
+            HttpListen::from_args(&args(&["127.0.0.1:1", "--tls-cert", "x"])),
+            Err(HttpListenError::Usage(_))
+        ));
+    }
+}

@@ -1,0 +1,472 @@
+//! The tool binaries' MCP servers over Streamable HTTP (`--mcp-http ADDR`), from
+//! deployable package folders made by `package-tool`: the official Python SDK's
+//! Streamable HTTP client calls the Clinic server against real Prometheus behind the
+//! Clinic front (one audit record per call, as over stdio); requests with a wrong `Host`
+//! or `Origin` and an oversized body are refused before any MCP message is read, both
+//! through the SDK and on the wire (status codes, nothing sent to the provider, no audit
+//! record); a non-loopback address without TLS is refused at start; SIGTERM records a
+//! call still running as cancelled.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
+use evidence_test_support as test_support;
+use evidence_tool::mcp::{MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use support::*;
+
+const TOKEN: &str = "mcp-http-clinic-token-0001";
+const CLINIC: &str = "managed_auto_oncall_clinic";
+
+/// A package server over HTTP, started with exactly `env` (plus `PATH`) on
+/// `127.0.0.1:0`; killed when dropped.
+struct HttpServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl HttpServer {
+    fn start(bin: &Path, env: &[(&'static str, String)]) -> HttpServer {
+        let mut child = Command::new(bin)
+            .args([MCP_HTTP_FLAG, "127.0.0.1:0"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The server names the address it bound on stderr once it listens.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("server: {line}");
+                let _sent = tx.send(line);
+            }
+        });
+        let mut seen = Vec::new();
+        let addr = loop {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) => {
+                    if let Some(url) = line.split("serving http://").nth(1) {
+                        let addr = url.strip_suffix("/mcp").unwrap();
+                        break addr.parse().unwrap();
+                    }
+                    seen.push(line);
+                }
+                Err(e) => {
+                    let _killed = child.kill();
+                    panic!("the server did not say it listens ({e}): {seen:?}");
+                }
+            }
+        };
+        HttpServer { child, addr }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// SIGTERM; waits (at most 10 s) for the exit.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the server did not exit within 10 s of SIGTERM");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+fn args(query_id: &str) -> Value {
+    json!({"queries": [{"queryId": query_id, "expr": test_support::TIDB_CPU.expr,
+                        "step": "15s", "unit": "cores"}]})
+}
+
+/// An SDK session against `url` at `version`, with `headers` on every request.
+fn http_session(label: &str, url: &str, headers: Value, version: &str, steps: Vec<Value>) -> Value {
+    json!({"label": label, "url": url, "headers": headers, "version": version, "steps": steps})
+}
+
+fn call(label: &str, arguments: Value) -> Value {
+    json!({"label": label, "tool": CLINIC, "arguments": arguments})
+}
+
+/// The managed result of an SDK step.
+fn result_of(step: &Value) -> ToolResult {
+    assert!(step.get("protocol_error").is_none(), "{step}");
+    let mcp: McpCallToolResult = serde_json::from_value(json!({
+        "content": step["content"], "structuredContent": step["structuredContent"],
+        "isError": step["isError"],
+    }))
+    .unwrap();
+    ToolResult::from_mcp(&mcp).unwrap()
+}
+
+fn session_of<'a>(output: &'a Value, label: &str) -> &'a Value {
+    output["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == label)
+        .unwrap_or_else(|| panic!("no session {label}: {output}"))
+}
+
+/// Prometheus behind the Clinic front (with `delay` before each answer) and a deployed
+/// Clinic package with a signed envelope.
+struct Setup {
+    _prometheus: test_support::Prometheus,
+    front: test_support::ClinicFront,
+    dir: tempfile::TempDir,
+    clinic: std::path::PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Setup {
+    async fn new(delay: Duration) -> Setup {
+        let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+            .await
+            .unwrap();
+        let front = test_support::ClinicFront::start(
+            &prometheus.url(),
+            SecretString::from(TOKEN.to_owned()),
+        )
+        .await
+        .unwrap();
+        front.faults().set_delay(delay);
+        let dir = tempfile::tempdir().unwrap();
+        let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
+        let signed = sign(
+            dir.path(),
+            "envelope.json",
+            &clinic,
+            &policy("clinic", CLINIC, json!({})),
+        );
+        let env = clinic_env(
+            &signed,
+            &dir.path().join("audit.jsonl"),
+            front.base_url(),
+            TOKEN,
+        );
+        Setup {
+            _prometheus: prometheus,
+            front,
+            dir,
+            clinic,
+            env,
+        }
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        audit_records(&self.dir.path().join("audit.jsonl"))
+    }
+
+    fn start(&self) -> HttpServer {
+        HttpServer::start(&entrypoint(&self.clinic), &self.env)
+    }
+}
+
+/// The official SDK's Streamable HTTP client negotiates 2025-11-25 (a session with
+/// `Mcp-Session-Id`) and 2026-07-28 (stateless), lists the one tool and calls it: each
+/// call reaches real Prometheus through the Clinic front and answers compact evidence,
+/// with exactly one audit record. The serving process holds only its own package's
+/// variables, as over stdio. SIGTERM then ends the server, exit 0.
+#[tokio::test]
+async fn the_sdk_calls_clinic_over_streamable_http_with_one_audit_record_per_call() {
+    let s = Setup::new(Duration::ZERO).await;
+    // Started with another package's secret and a stray variable, it re-executes itself
+    // with only its own (the same process, so the same pid, listens).
+    let mut env = s.env.clone();
+    env.push(("MANUS_PASSWORD", "another-package-secret-01".to_owned()));
+    env.push(("UNRELATED_SETTING", "1".to_owned()));
+    let server = HttpServer::start(&entrypoint(&s.clinic), &env);
+    let environ = std::fs::read(format!("/proc/{}/environ", server.child.id())).unwrap();
+    let names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|entry| entry.split(|b| *b == b'=').next())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "CLINIC_API_TOKEN"), "{names:?}");
+    for foreign in ["MANUS_PASSWORD", "UNRELATED_SETTING"] {
+        assert!(
+            !names.iter().any(|n| n == foreign),
+            "{foreign} kept: {names:?}"
+        );
+    }
+    let url = server.url();
+    let plan = json!({"sessions": [
+        http_session("legacy", &url, json!(null), "2025-11-25", vec![call("cpu", args("cpu_http"))]),
+        http_session("modern", &url, json!(null), "2026-07-28", vec![call("cpu", args("cpu_http_2"))]),
+    ]});
+    let output = blocking(move || run_client(&plan)).await;
+    for (label, query_id) in [("legacy", "cpu_http"), ("modern", "cpu_http_2")] {
+        let session = session_of(&output, label);
+        assert_eq!(
+            session["negotiated"],
+            if label == "legacy" {
+                "2025-11-25"
+            } else {
+                "2026-07-28"
+            }
+        );
+        let tools = session["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 1, "{tools:?}");
+        assert_eq!(tools[0]["name"], CLINIC);
+        let result = result_of(&session["steps"][0]);
+        assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+        let item = &serde_json::to_value(result.details()).unwrap()["items"][0];
+        assert_eq!(item["query_id"], query_id, "{item}");
+        assert!(
+            item["evidence"]["series_count"].as_u64().unwrap() > 0,
+            "{item}"
+        );
+    }
+    assert_eq!(s.front.arrived(), 2, "one provider request per call");
+    let records = s.audit();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (record, query_id) in records.iter().zip(["cpu_http", "cpu_http_2"]) {
+        assert_eq!(record["query_ids"], json!([query_id]), "{record}");
+        assert_eq!(record["status"], "ok", "{record}");
+        assert_ne!(record["cancelled"], true, "{record}");
+    }
+    let status = blocking(move || server.terminate()).await;
+    assert!(status.success(), "{status:?}");
+}
+
+/// One raw HTTP/1.1 request; returns the status code and the body.
+fn raw_request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\n{head}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    // The server may answer (and close) before it has read a refused body.
+    let _sent = stream.write_all(body);
+    let mut answer = Vec::new();
+    let _read = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {answer:?}"));
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    (status, body)
+}
+
+fn initialize_body() -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "evidence-tool-tests", "version": "1"}}})
+    .to_string()
+    .into_bytes()
+}
+
+/// A `tools/call` whose body is over the bound: a batch query whose expression pads it.
+fn oversized_call() -> Vec<u8> {
+    let expr = format!("up{{job=\"{}\"}}", "x".repeat(MAX_REQUEST_BODY_BYTES));
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": CLINIC, "arguments": {"queries": [{"queryId": "big", "expr": expr}]}}})
+    .to_string()
+    .into_bytes()
+}
+
+/// DNS rebinding and body bounds: a wrong `Host` and a foreign `Origin` are answered 403
+/// and an oversized body 413, on the wire and through the SDK (whose session fails at
+/// its first request for a wrong header, whose oversized call fails as a request),
+/// while the same request with the right headers is served; nothing of a refused
+/// request reaches the provider or the audit log, and the right-header SDK call after
+/// them still works.
+#[tokio::test]
+async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
+    let s = Setup::new(Duration::ZERO).await;
+    let server = s.start();
+    let addr = server.addr;
+    let host = format!("Host: {addr}\r\n");
+    let (answered, refusals) = blocking(move || {
+        let answered = raw_request(addr, &host, &initialize_body());
+        let refusals = [
+            raw_request(addr, "Host: evil.example\r\n", &initialize_body()),
+            raw_request(
+                addr,
+                &format!("Host: evil.example:{}\r\n", addr.port()),
+                &initialize_body(),
+            ),
+            raw_request(
+                addr,
+                &format!("{host}Origin: http://evil.example\r\n"),
+                &initialize_body(),
+            ),
+            raw_request(
+                addr,
+                &format!("{host}Origin: http://127.0.0.1:1\r\n"),
+                &initialize_body(),
+            ),
+            raw_request(addr, &host, &oversized_call()),
+        ];
+        (answered, refusals)
+    })
+    .await;
+    assert_eq!(answered.0, 200, "{answered:?}");
+    let expected = [403, 403, 403, 403, 413];
+    for (refused, status) in refusals.iter().zip(expected) {
+        assert_eq!(refused.0, status, "{refused:?}");
+    }
+    assert!(refusals[0].1.contains("Host"), "{:?}", refusals[0]);
+    assert!(refusals[2].1.contains("Origin"), "{:?}", refusals[2]);
+
+    let url = server.url();
+    let refused = |label: &str, headers: Value, steps: Vec<Value>| {
+        let mut session = http_session(label, &url, headers, "2025-11-25", steps);
+        session["expect_refusal"] = json!(true);
+        session
+    };
+    let big = format!("up{{job=\"{}\"}}", "x".repeat(MAX_REQUEST_BODY_BYTES));
+    let plan = json!({"sessions": [
+        refused("host", json!({"Host": "evil.example"}), vec![]),
+        refused("origin", json!({"Origin": "https://evil.example"}), vec![]),
+        http_session("body", &url, json!(null), "2025-11-25",
+                     vec![call("big", json!({"queries": [{"queryId": "big", "expr": big}]}))]),
+        http_session("after", &url, json!({"Origin": format!("http://{addr}")}), "2025-11-25",
+                     vec![call("cpu", args("cpu_after"))]),
+    ]});
+    let output = blocking(move || run_client(&plan)).await;
+    // The SDK reports any HTTP error status of a request (but 404) as this one error;
+    // the status codes are checked on the wire above.
+    let http_error = "Server returned an error response";
+    for label in ["host", "origin"] {
+        let session = session_of(&output, label);
+        let refused = session["refused"].as_str();
+        assert!(
+            refused.is_some_and(|r| r.contains(http_error)),
+            "{label} was not refused: {session}"
+        );
+    }
+    // The session is served; its oversized request is not (the SDK sees the 413 as the
+    // request's error).
+    let big = &session_of(&output, "body")["steps"][0];
+    assert_eq!(big["protocol_error"]["message"], http_error, "{big}");
+    let after = result_of(&session_of(&output, "after")["steps"][0]);
+    assert_eq!(after.details().status, Status::Ok, "{}", after.text());
+    assert_eq!(
+        s.front.arrived(),
+        1,
+        "only the served call reached the provider"
+    );
+    let records = s.audit();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["query_ids"], json!(["cpu_after"]));
+}
+
+/// Plain HTTP on an address other machines can reach is refused at start, exit 1, with
+/// the reason (not loopback, no TLS); a malformed address is a usage error (exit 2).
+#[test]
+fn a_non_loopback_address_without_tls_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
+    let env = ready_env(CLINIC);
+    let bin = entrypoint(&clinic);
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8931"] {
+        let (code, stdout, stderr) = run(&bin, &[MCP_HTTP_FLAG, addr], &env, "");
+        assert_eq!(code, 1, "{addr}: {stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(
+            stderr.contains("not a loopback address") && stderr.contains("no TLS"),
+            "{addr}: {stderr}"
+        );
+    }
+    let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "localhost"], &env, "");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("usage:"), "{stderr}");
+}
+
+/// SIGTERM while a call waits for a stalled provider: the call is recorded as
+/// cancelled with its query id, and the server exits at once.
+#[tokio::test]
+async fn sigterm_records_a_running_http_call_as_cancelled() {
+    let s = Setup::new(Duration::from_secs(30)).await;
+    let server = s.start();
+    // The SDK's one call, in the background; the server's exit ends its session.
+    let url = server.url();
+    let plan = json!({"sessions": [http_session("stalled", &url, json!(null), "2025-11-25",
+                                                vec![call("stalled", args("stalled"))])]});
+    let client = std::thread::spawn(move || {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+        let mut child = Command::new(python())
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(plan.to_string().as_bytes())
+            .unwrap();
+        child
+    });
+    let front = &s.front;
+    for _ in 0..200 {
+        if front.arrived() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        front.arrived(),
+        1,
+        "the call did not reach the stalled provider"
+    );
+    let stopped = std::time::Instant::now();
+    let status = blocking(move || server.terminate()).await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopped.elapsed()
+    );
+    let mut client = client.join().unwrap();
+    let _killed = client.kill();
+    let _reaped = client.wait();
+    let records = s.audit();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["cancelled"], true, "{}", records[0]);
+    assert_eq!(records[0]["query_ids"], json!(["stalled"]));
+}
