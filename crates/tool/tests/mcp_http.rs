@@ -4,8 +4,9 @@
 //! Clinic front (one audit record per call, as over stdio); requests with a wrong `Host`
 //! or `Origin` and an oversized body are refused before any MCP message is read, both
 //! through the SDK and on the wire (status codes, nothing sent to the provider, no audit
-//! record); a non-loopback address without TLS is refused at start; SIGTERM records a
-//! call still running as cancelled.
+//! record); a non-loopback address without TLS is refused at start; the call slots of
+//! `limits.concurrency` are shared by every session, a call over them waiting within its
+//! deadline; SIGTERM records a call still running as cancelled.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -469,4 +470,115 @@ async fn sigterm_records_a_running_http_call_as_cancelled() {
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["cancelled"], true, "{}", records[0]);
     assert_eq!(records[0]["query_ids"], json!(["stalled"]));
+}
+
+/// The code and the correction instruction of a one-query Clinic failure: the call's
+/// own (a call cut off before its batch ran) or its one item's.
+fn timeout_of(step: &Value) -> (String, String) {
+    let result = result_of(step);
+    let details = serde_json::to_value(result.details()).unwrap();
+    let item = if details.get("error").is_some() {
+        &details
+    } else {
+        &details["items"][0]
+    };
+    (
+        item["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        item["correction"]["instruction"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// The call slots are the server's, not a session's: with `limits.concurrency` 1 and
+/// `timeout_ms` 4 s against a provider that never answers, the call of a first session
+/// holds the one slot, and the calls of two later sessions wait for it (two seconds
+/// after the first call reached the provider, no other has), each answering within 4 s
+/// of its request: `clinic_timeout`, "would not help" (never sent) or, when the slot
+/// came free in time, sent and cut off ("may answer in time"), each with its record.
+#[tokio::test]
+async fn http_sessions_share_the_call_slots_and_a_call_over_them_waits_within_its_deadline() {
+    const TIMEOUT_MS: u64 = 4_000;
+    let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+        .await
+        .unwrap();
+    let front =
+        test_support::ClinicFront::start(&prometheus.url(), SecretString::from(TOKEN.to_owned()))
+            .await
+            .unwrap();
+    front.faults().set_delay(Duration::from_secs(3_600));
+    let dir = tempfile::tempdir().unwrap();
+    let (clinic, _) = deploy_edited(dir.path(), CLINIC, "v3", CLINIC_TOOL, |manifest| {
+        manifest["limits"]["timeout_ms"] = json!(TIMEOUT_MS);
+        manifest["limits"]["concurrency"] = json!(1);
+    });
+    let signed = sign(
+        dir.path(),
+        "envelope.json",
+        &clinic,
+        &policy("clinic", CLINIC, json!({})),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let env = clinic_env(&signed, &audit, front.base_url(), TOKEN);
+    let server = HttpServer::start(&entrypoint(&clinic), &env);
+    let url = server.url();
+    let later = |label: &str| {
+        let mut session = http_session(
+            label,
+            &url,
+            json!(null),
+            "2025-11-25",
+            vec![call(label, args(label))],
+        );
+        session["start_after_ms"] = json!(1_000);
+        session
+    };
+    let plan = json!({"concurrent": true, "sessions": [
+        http_session("first", &url, json!(null), "2025-11-25", vec![call("first", args("first"))]),
+        later("second"),
+        later("third"),
+    ]});
+    let client = tokio::task::spawn_blocking(move || run_client(&plan));
+    let mut waited = Duration::ZERO;
+    while front.arrived() == 0 && waited < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += Duration::from_millis(20);
+    }
+    assert_eq!(
+        front.arrived(),
+        1,
+        "the first call did not reach the provider"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        front.arrived(),
+        1,
+        "a later session's call did not wait for the one slot"
+    );
+    let output = client.await.unwrap();
+    let mut never_sent = 0;
+    for label in ["first", "second", "third"] {
+        let step = &session_of(&output, label)["steps"][0];
+        let elapsed = step["elapsed_ms"].as_u64().unwrap();
+        assert!(elapsed < TIMEOUT_MS, "{label} answered after {elapsed} ms");
+        let (code, instruction) = timeout_of(step);
+        assert_eq!(code, "clinic_timeout", "{label}: {step}");
+        if instruction.contains("would not help") {
+            never_sent += 1;
+        } else {
+            assert!(
+                instruction.contains("may answer in time"),
+                "{label}: {step}"
+            );
+        }
+    }
+    let received = front.arrived();
+    assert!((1..=3).contains(&received), "{received}");
+    assert_eq!(never_sent, 3 - received, "{output}");
+    assert_eq!(audit_records(&audit).len(), 3);
+    drop(server);
 }
