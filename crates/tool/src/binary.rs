@@ -1,7 +1,7 @@
 //! The command line of a tool binary: with no argument it is the tool-sandbox
 //! entrypoint (one call: arguments on stdin, one result on stdout); with `--mcp` it is
 //! the package's own MCP server over stdio, with `--mcp-http ADDR` the same server over
-//! Streamable HTTP on a loopback address. Either way the same binary, the one the
+//! Streamable HTTP (plain on a loopback address, HTTPS with `--tls-cert` and `--tls-key`). Either way the same binary, the one the
 //! package digest covers, and the same sandbox call.
 
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use crate::entry::run_entrypoint;
 use crate::mcp::{
     ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, HttpListen, HttpListenError, MCP_FLAG, MCP_HTTP_FLAG,
-    MCP_HTTP_PATH, McpTransport, serve_mcp,
+    MCP_HTTP_PATH, McpTransport, TLS_CERT_FLAG, TLS_KEY_FLAG, serve_mcp,
 };
 use crate::tools::PackageTool;
 
@@ -20,15 +20,18 @@ fn usage(name: &str) -> String {
     format!(
         "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       \
          {name} {MCP_FLAG}      (MCP server over stdio)\n       \
-         {name} {MCP_HTTP_FLAG} IP:PORT [{ALLOW_HOST_FLAG} HOST]... [{ALLOW_ORIGIN_FLAG} ORIGIN]...\n       \
-         {pad}(MCP server over Streamable HTTP at http://IP:PORT{MCP_HTTP_PATH}; loopback IP only)"
+         {name} {MCP_HTTP_FLAG} IP:PORT [{TLS_CERT_FLAG} FILE {TLS_KEY_FLAG} FILE]\n       \
+         {pad}[{ALLOW_HOST_FLAG} HOST]... [{ALLOW_ORIGIN_FLAG} ORIGIN]...\n       \
+         {pad}(MCP server over Streamable HTTP at http(s)://IP:PORT{MCP_HTTP_PATH};\n       \
+         {pad}plain HTTP on a loopback IP only, any other IP needs TLS)"
     )
 }
 
 /// Runs the binary of the tool `T` with the process's command-line arguments: none for
 /// the entrypoint, [`MCP_FLAG`] for the MCP server over stdio, [`MCP_HTTP_FLAG`] and its
 /// address for the server over Streamable HTTP, `--help` (or `-h`) for the usage on
-/// stdout (exit 0). A non-loopback address is refused (exit 1, saying why); anything
+/// stdout (exit 0). A non-loopback address without TLS is refused (exit 1, saying
+/// why); anything
 /// else is a usage error (exit 2). The tool is a type, so a binary holds only its own
 /// connector's code.
 pub fn run_tool_binary<T: PackageTool>() -> ExitCode {

@@ -6,7 +6,7 @@ Reads a plan (JSON) on stdin:
 
     {"sessions": [{"label": str, "command": str, "args": [str], "env": {str: str},
                    (or, over Streamable HTTP: "url": str, "headers": {str: str} | null,
-                    "expect_refusal": bool | null)
+                    "ca_file": str | null, "expect_refusal": bool | null)
                    "version": "2025-06-18" | "2025-11-25" | "2026-07-28",
                    "start_after_ms": int | null,
                    "steps": [{"label": str, "tool": str, "arguments": {...},
@@ -16,7 +16,8 @@ Reads a plan (JSON) on stdin:
 
 Each session starts one server process (`mcp.client.stdio.stdio_client`), or connects
 to a running server at `url` (`mcp.client.streamable_http.streamable_http_client`, with
-`headers` sent on every request), negotiates
+`headers` sent on every request and, for an `https` URL, the server's certificate
+verified against `ca_file` only), negotiates
 the session's protocol version with `ClientSession` (2025-06-18 by an `initialize`
 proposing it, 2025-11-25 by the SDK's own `initialize`, 2026-07-28 by the SDK's
 `server/discover`), lists the tools and runs the steps in order in that one process.
@@ -45,12 +46,18 @@ import sys
 import time
 
 import contextlib
+import ssl
 
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    create_mcp_http_client,
+)
 from mcp.shared.exceptions import MCPError
 
 CLIENT = types.Implementation(name="evidence-tool-tests", version="1")
@@ -122,7 +129,17 @@ async def run_step(session: ClientSession, step: dict) -> dict:
 @contextlib.asynccontextmanager
 async def transport(plan: dict):
     if "url" in plan:
-        async with create_mcp_http_client(headers=plan.get("headers") or None) as http:
+        headers = plan.get("headers") or None
+        if plan.get("ca_file"):
+            # The SDK's client with its timeouts, verifying against the one CA given.
+            http = httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+                verify=ssl.create_default_context(cafile=plan["ca_file"]),
+            )
+        else:
+            http = create_mcp_http_client(headers=headers)
+        async with http:
             async with streamable_http_client(plan["url"], http_client=http) as streams:
                 yield streams
     else:

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
-use evidence_tool::mcp::{MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG};
+use evidence_tool::mcp::{
+    ALLOW_HOST_FLAG, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, TLS_CERT_FLAG, TLS_KEY_FLAG,
+};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::*;
@@ -29,16 +31,21 @@ const TOKEN: &str = "mcp-http-clinic-token-0001";
 const CLINIC: &str = "managed_auto_oncall_clinic";
 
 /// A package server over HTTP, started with exactly `env` (plus `PATH`) on
-/// `127.0.0.1:0`; killed when dropped.
+/// `127.0.0.1:0` (or with the arguments given); killed when dropped.
 struct HttpServer {
     child: Child,
     addr: SocketAddr,
+    scheme: &'static str,
 }
 
 impl HttpServer {
     fn start(bin: &Path, env: &[(&'static str, String)]) -> HttpServer {
+        HttpServer::start_with(bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], env)
+    }
+
+    fn start_with(bin: &Path, args: &[&str], env: &[(&'static str, String)]) -> HttpServer {
         let mut child = Command::new(bin)
-            .args([MCP_HTTP_FLAG, "127.0.0.1:0"])
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -58,12 +65,14 @@ impl HttpServer {
             }
         });
         let mut seen = Vec::new();
-        let addr = loop {
+        let (scheme, addr) = loop {
             match rx.recv_timeout(Duration::from_secs(20)) {
                 Ok(line) => {
-                    if let Some(url) = line.split("serving http://").nth(1) {
-                        let addr = url.strip_suffix("/mcp").unwrap();
-                        break addr.parse().unwrap();
+                    if let Some(url) = line.split("serving ").nth(1) {
+                        let (scheme, rest) = url.split_once("://").unwrap();
+                        let scheme = if scheme == "https" { "https" } else { "http" };
+                        let addr = rest.strip_suffix("/mcp").unwrap();
+                        break (scheme, addr.parse().unwrap());
                     }
                     seen.push(line);
                 }
@@ -73,11 +82,15 @@ impl HttpServer {
                 }
             }
         };
-        HttpServer { child, addr }
+        HttpServer {
+            child,
+            addr,
+            scheme,
+        }
     }
 
     fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        format!("{}://{}/mcp", self.scheme, self.addr)
     }
 
     /// SIGTERM; waits (at most 10 s) for the exit.
@@ -395,7 +408,9 @@ async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
 }
 
 /// Plain HTTP on an address other machines can reach is refused at start, exit 1, with
-/// the reason (not loopback, no TLS); a malformed address is a usage error (exit 2).
+/// the reason (not loopback, no TLS); a malformed address is a usage error (exit 2); a
+/// server without a turn ledger, or with TLS files that do not serve, exits 1 before it
+/// listens.
 #[test]
 fn a_non_loopback_address_without_tls_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -414,6 +429,123 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
     let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "localhost"], &env, "");
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("usage:"), "{stderr}");
+    // Without a turn ledger no call could be served: it does not listen.
+    let no_ledger: Vec<_> = env
+        .iter()
+        .filter(|(name, _)| *name != "EVIDENCE_TURN_LEDGER")
+        .cloned()
+        .collect();
+    let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], &no_ledger, "");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("not started") && stderr.contains("EVIDENCE_TURN_LEDGER"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("serving"), "{stderr}");
+    // TLS files that do not serve stop it before it listens.
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    std::fs::write(&key, "not a key\n").unwrap();
+    let tls = [
+        MCP_HTTP_FLAG,
+        "127.0.0.1:0",
+        TLS_CERT_FLAG,
+        cert.to_str().unwrap(),
+        TLS_KEY_FLAG,
+        key.to_str().unwrap(),
+    ];
+    let (code, _, stderr) = run(&bin, &tls, &env, "");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("TLS certificate chain") && stderr.contains("cert.pem"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("serving"), "{stderr}");
+}
+
+/// A self-signed certificate (for `localhost` and `127.0.0.1`) in PEM files under `dir`.
+fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
+    let (cert, key) = (dir.join("server-cert.pem"), dir.join("server-key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+/// HTTPS with `--tls-cert` and `--tls-key`: the SDK, trusting only the server's
+/// self-signed certificate, calls Clinic on loopback and, since TLS allows it, on a
+/// server listening on every address (`0.0.0.0`, reached as `127.0.0.1`, the allowed
+/// host given with `--allow-host`); a client that does not trust the certificate is
+/// refused by its own TLS check. One audit record per call.
+#[tokio::test]
+async fn the_sdk_calls_clinic_over_https_with_a_self_signed_certificate() {
+    let s = Setup::new(Duration::ZERO).await;
+    let (cert, key) = self_signed(s.dir.path());
+    let (cert_arg, key_arg) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let bin = entrypoint(&s.clinic);
+    let tls = [TLS_CERT_FLAG, cert_arg, TLS_KEY_FLAG, key_arg];
+    let local = HttpServer::start_with(
+        &bin,
+        &[&[MCP_HTTP_FLAG, "127.0.0.1:0"][..], &tls].concat(),
+        &s.env,
+    );
+    let everywhere = HttpServer::start_with(
+        &bin,
+        &[
+            &[MCP_HTTP_FLAG, "0.0.0.0:0"][..],
+            &tls,
+            &[ALLOW_HOST_FLAG, "127.0.0.1"],
+        ]
+        .concat(),
+        &s.env,
+    );
+    assert_eq!(local.scheme, "https");
+    let everywhere_url = format!("https://127.0.0.1:{}/mcp", everywhere.addr.port());
+    let trusting = |label: &str, url: &str| {
+        let mut session = http_session(
+            label,
+            url,
+            json!(null),
+            "2025-11-25",
+            vec![call(label, args(label))],
+        );
+        session["ca_file"] = json!(cert_arg);
+        session
+    };
+    let mut untrusting = http_session(
+        "untrusting",
+        &local.url(),
+        json!(null),
+        "2025-11-25",
+        vec![],
+    );
+    untrusting["expect_refusal"] = json!(true);
+    let plan = json!({"sessions": [
+        trusting("loopback", &local.url()),
+        trusting("everywhere", &everywhere_url),
+        untrusting,
+    ]});
+    let output = blocking(move || run_client(&plan)).await;
+    for label in ["loopback", "everywhere"] {
+        let result = result_of(&session_of(&output, label)["steps"][0]);
+        assert_eq!(
+            result.details().status,
+            Status::Ok,
+            "{label}: {}",
+            result.text()
+        );
+    }
+    let refused = session_of(&output, "untrusting")["refused"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(refused.contains("CERTIFICATE_VERIFY_FAILED"), "{output}");
+    assert_eq!(s.front.arrived(), 2);
+    let records = s.audit();
+    assert_eq!(records.len(), 2, "{records:?}");
 }
 
 /// SIGTERM while a call waits for a stalled provider: the call is recorded as

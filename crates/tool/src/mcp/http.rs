@@ -4,20 +4,22 @@
 //! [`MCP_HTTP_PATH`].
 //!
 //! The rules of the HTTP surface:
-//! - Plain HTTP is served on a loopback address only (`127.0.0.0/8`, `::1`). TLS is not
-//!   built in yet, so any other address is refused at start with the reason
-//!   ([`HttpListenError::NotLoopback`]): the server never answers in the clear off the
-//!   machine.
+//! - Plain HTTP is served on a loopback address only (`127.0.0.0/8`, `::1`); any other
+//!   address needs TLS (`--tls-cert FILE --tls-key FILE`, see [`super::tls`]), or it is
+//!   refused at start with the reason ([`HttpListenError::NotLoopback`]): the server
+//!   never answers in the clear off the machine.
 //! - DNS-rebinding protection: a request's `Host` must be one of the allowed hosts and a
 //!   request that carries an `Origin` must come from an allowed origin, or it is
 //!   answered `403 Forbidden` before any MCP message is read. Both default to the listen
-//!   address's loopback forms with its bound port (`127.0.0.1:PORT` or `[::1]:PORT`, and
-//!   `localhost:PORT`; origins `http://` of those) and can be replaced with
-//!   `--allow-host` and `--allow-origin`.
+//!   address's forms with its bound port (`127.0.0.1:PORT` or `[::1]:PORT`, and
+//!   `localhost:PORT`; origins `http://` of those, `https://` with TLS) and can be
+//!   replaced with `--allow-host` and `--allow-origin` (a server reached by a name needs
+//!   that name).
 //! - Bounds: a request body over [`MAX_REQUEST_BODY_BYTES`] is answered
 //!   `413 Payload Too Large` (counted while it streams, whatever `Content-Length` says);
 //!   a request head over [`MAX_HEAD_BYTES`] is refused by the HTTP layer; a client that
-//!   does not finish sending its head within [`HEAD_READ_TIMEOUT`] is disconnected.
+//!   does not finish its TLS handshake, or sending its head, within
+//!   [`HEAD_READ_TIMEOUT`] is disconnected.
 //!   Idle MCP sessions expire after `rmcp`'s session keep-alive.
 //!
 //! Everything past the transport (the call slots of `limits.concurrency`, the per-call
@@ -26,6 +28,7 @@
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +41,11 @@ use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
+
+use crate::mcp::tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsFiles};
 
 /// The flag that starts a tool binary as its package's MCP server over Streamable HTTP,
 /// followed by the listen address (`127.0.0.1:PORT`; port `0` takes a free port, and
@@ -58,7 +64,8 @@ pub const MCP_HTTP_PATH: &str = "/mcp";
 pub const MAX_REQUEST_BODY_BYTES: usize = 256 * 1024;
 /// The largest request head (request line and headers) accepted: 16 KiB.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// How long a client has to send a request's head once it started: 10 s.
+/// How long a client has to finish its TLS handshake, and to send a request's head once
+/// it started: 10 s.
 pub const HEAD_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the HTTP listen configuration is refused.
@@ -70,9 +77,9 @@ pub enum HttpListenError {
     NotAnAddress(String),
     /// Plain HTTP was asked for on an address other machines can reach.
     #[error(
-        "refusing to serve plain HTTP on {0}: it is not a loopback address, and this server \
-         has no TLS; listen on 127.0.0.1 or [::1] (behind a TLS-terminating proxy on the same \
-         host if it must be reached from elsewhere)"
+        "refusing to serve plain HTTP on {0}: it is not a loopback address, so it needs \
+         TLS (no TLS given: add --tls-cert FILE --tls-key FILE), or listen on 127.0.0.1 or \
+         [::1]"
     )]
     NotLoopback(SocketAddr),
     /// A flag of the HTTP server lacks its value, or is unknown.
@@ -80,19 +87,22 @@ pub enum HttpListenError {
     Usage(String),
 }
 
-/// The HTTP server's configuration from the command line: the listen address and the
-/// `Host` and `Origin` values allowed (empty: the defaults of the bound address).
+/// The HTTP server's configuration from the command line: the listen address, its TLS
+/// files if any and the `Host` and `Origin` values allowed (empty: the defaults of the
+/// bound address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpListen {
     addr: SocketAddr,
+    tls: Option<TlsFiles>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
 }
 
 impl HttpListen {
     /// Reads the arguments that follow [`MCP_HTTP_FLAG`]: the address, then any
-    /// [`ALLOW_HOST_FLAG`] and [`ALLOW_ORIGIN_FLAG`] pairs. Refuses an address that is
-    /// not loopback ([`HttpListenError::NotLoopback`]).
+    /// [`TLS_CERT_FLAG`], [`TLS_KEY_FLAG`] (both or neither), [`ALLOW_HOST_FLAG`] and
+    /// [`ALLOW_ORIGIN_FLAG`] pairs. Refuses an address that is not loopback without TLS
+    /// ([`HttpListenError::NotLoopback`]).
     pub fn from_args(args: &[OsString]) -> Result<Self, HttpListenError> {
         let text = |arg: &OsString| {
             arg.to_str()
@@ -106,14 +116,13 @@ impl HttpListen {
         let addr: SocketAddr = addr
             .parse()
             .map_err(|_| HttpListenError::NotAnAddress(addr.clone()))?;
-        if !addr.ip().is_loopback() {
-            return Err(HttpListenError::NotLoopback(addr));
-        }
         let mut listen = HttpListen {
             addr,
+            tls: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
         };
+        let (mut cert, mut key) = (None, None);
         let mut rest = rest.iter();
         while let Some(flag) = rest.next() {
             let flag = text(flag)?;
@@ -125,6 +134,11 @@ impl HttpListen {
             match flag.as_str() {
                 ALLOW_HOST_FLAG => listen.allowed_hosts.push(value),
                 ALLOW_ORIGIN_FLAG => listen.allowed_origins.push(value),
+                TLS_CERT_FLAG if cert.is_none() => cert = Some(PathBuf::from(value)),
+                TLS_KEY_FLAG if key.is_none() => key = Some(PathBuf::from(value)),
+                TLS_CERT_FLAG | TLS_KEY_FLAG => {
+                    return Err(HttpListenError::Usage(format!("{flag} given twice")));
+                }
                 other => {
                     return Err(HttpListenError::Usage(format!(
                         "unknown argument {other:?} after {MCP_HTTP_FLAG}"
@@ -132,7 +146,29 @@ impl HttpListen {
                 }
             }
         }
+        listen.tls = match (cert, key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => {
+                return Err(HttpListenError::Usage(format!(
+                    "{TLS_CERT_FLAG} and {TLS_KEY_FLAG} go together"
+                )));
+            }
+        };
+        if listen.tls.is_none() && !addr.ip().is_loopback() {
+            return Err(HttpListenError::NotLoopback(addr));
+        }
         Ok(listen)
+    }
+
+    /// The TLS files, when the server serves HTTPS.
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// `https` with TLS, `http` without.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The address to listen on.
@@ -144,6 +180,10 @@ impl HttpListen {
     /// with them).
     pub(crate) fn to_args(&self) -> Vec<String> {
         let mut args = vec![MCP_HTTP_FLAG.to_owned(), self.addr.to_string()];
+        if let Some(tls) = &self.tls {
+            args.extend([TLS_CERT_FLAG.to_owned(), tls.cert.display().to_string()]);
+            args.extend([TLS_KEY_FLAG.to_owned(), tls.key.display().to_string()]);
+        }
         for host in &self.allowed_hosts {
             args.extend([ALLOW_HOST_FLAG.to_owned(), host.clone()]);
         }
@@ -163,7 +203,7 @@ impl HttpListen {
     }
 
     /// The allowed `Origin` values once bound at `bound`: the configured ones, or
-    /// `http://` of each default host.
+    /// [`Self::scheme`]`://` of each default host.
     pub fn allowed_origins(&self, bound: SocketAddr) -> Vec<String> {
         if !self.allowed_origins.is_empty() {
             return self.allowed_origins.clone();
@@ -175,7 +215,7 @@ impl HttpListen {
         defaults
             .allowed_hosts(bound)
             .into_iter()
-            .map(|host| format!("http://{host}"))
+            .map(|host| format!("{}://{host}", self.scheme()))
             .collect()
     }
 
@@ -209,13 +249,15 @@ where
     )
 }
 
-/// Serves `service` on `listener` until `stop` is cancelled: one task per connection,
-/// HTTP/1.1 with the bounds of [`MAX_HEAD_BYTES`] and [`HEAD_READ_TIMEOUT`]. A failed
-/// accept (too many open files, a connection reset before it was taken) is reported on
-/// stderr and serving goes on.
+/// Serves `service` on `listener` until `stop` is cancelled: one task per connection
+/// (through `tls` first when given), HTTP/1.1 with the bounds of [`MAX_HEAD_BYTES`]
+/// and [`HEAD_READ_TIMEOUT`]. A failed accept (too many open files, a connection reset
+/// before it was taken) is reported on stderr and serving goes on; a failed or slow
+/// TLS handshake ends that connection only.
 pub(crate) async fn serve<S>(
     name: &str,
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     service: StreamableHttpService<S, LocalSessionManager>,
     stop: CancellationToken,
 ) where
@@ -234,30 +276,49 @@ pub(crate) async fn serve<S>(
                 continue;
             }
         };
-        let service = service.clone();
-        let stop = stop.clone();
+        let (service, stop, tls) = (service.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
-            let handle = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let mut service = service.clone();
-                async move {
-                    if request.uri().path() != MCP_HTTP_PATH {
-                        return Ok::<_, std::convert::Infallible>(not_found());
+            match tls {
+                None => serve_connection(TokioIo::new(stream), service, stop).await,
+                Some(tls) => {
+                    let handshake = tokio::time::timeout(HEAD_READ_TIMEOUT, tls.accept(stream));
+                    if let Ok(Ok(stream)) = handshake.await {
+                        serve_connection(TokioIo::new(stream), service, stop).await;
                     }
-                    service.call(request).await
                 }
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_READ_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES);
-            let connection = builder.serve_connection(TokioIo::new(stream), handle);
-            tokio::pin!(connection);
-            tokio::select! {
-                _served = connection.as_mut() => {}
-                () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
             }
         });
+    }
+}
+
+/// Serves one connection until it closes, or until `stop` (then ends it gracefully).
+async fn serve_connection<I, S>(
+    io: I,
+    service: StreamableHttpService<S, LocalSessionManager>,
+    stop: CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: ServerHandler + Send + 'static,
+{
+    let handle = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let mut service = service.clone();
+        async move {
+            if request.uri().path() != MCP_HTTP_PATH {
+                return Ok::<_, std::convert::Infallible>(not_found());
+            }
+            service.call(request).await
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let connection = builder.serve_connection(io, handle);
+    tokio::pin!(connection);
+    tokio::select! {
+        _served = connection.as_mut() => {}
+        () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
     }
 }
 
@@ -295,6 +356,25 @@ mod tests {
         for addr in ["127.0.0.1:8931", "127.0.0.2:0", "[::1]:8931"] {
             assert!(HttpListen::from_args(&args(&[addr])).is_ok(), "{addr}");
         }
+        // With TLS any address may be served.
+        let tls = [TLS_CERT_FLAG, "/c.pem", TLS_KEY_FLAG, "/k.pem"];
+        let listen = HttpListen::from_args(&args(&[&["0.0.0.0:8443"][..], &tls].concat())).unwrap();
+        assert_eq!(listen.scheme(), "https");
+        assert_eq!(
+            listen.to_args(),
+            [
+                MCP_HTTP_FLAG,
+                "0.0.0.0:8443",
+                TLS_CERT_FLAG,
+                "/c.pem",
+                TLS_KEY_FLAG,
+                "/k.pem"
+            ]
+        );
+        assert!(matches!(
+            HttpListen::from_args(&args(&["127.0.0.1:1", TLS_CERT_FLAG, "/c.pem"])),
+            Err(HttpListenError::Usage(_))
+        ));
         assert!(matches!(
             HttpListen::from_args(&args(&["localhost:8931"])),
             Err(HttpListenError::NotAnAddress(_))
@@ -346,7 +426,7 @@ mod tests {
             Err(HttpListenError::Usage(_))
         ));
         assert!(matches!(
-            HttpListen::from_args(&args(&["127.0.0.1:1", "--tls-cert", "x"])),
+            HttpListen::from_args(&args(&["127.0.0.1:1", "--tls", "x"])),
             Err(HttpListenError::Usage(_))
         ));
     }

@@ -1,6 +1,6 @@
 //! MCP serving of one package: the package's own tool binary, started with `--mcp`,
-//! serves its one tool over stdio, or with `--mcp-http ADDR` over Streamable HTTP on a
-//! loopback address (`http`), with the official Rust MCP SDK (`rmcp`). Both transports
+//! serves its one tool over stdio, or with `--mcp-http ADDR` over Streamable HTTP
+//! (`http`; plain on a loopback address, any other address only with TLS, `tls`), with the official Rust MCP SDK (`rmcp`). Both transports
 //! drive the one server handler. The process holds only its own package's auth binding
 //! and secrets; one server per package.
 //!
@@ -22,6 +22,7 @@ mod http;
 mod inflight;
 mod listing;
 mod server;
+mod tls;
 
 pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
 pub use http::{
@@ -30,3 +31,4 @@ pub use http::{
 };
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
 pub use server::{McpTransport, serve_mcp};
+pub use tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsError, TlsFiles};

@@ -55,6 +55,7 @@ use crate::mcp::environment::{MCP_FLAG, keep_only_own_variables};
 use crate::mcp::http::{self, HttpListen, MCP_HTTP_FLAG, MCP_HTTP_PATH};
 use crate::mcp::inflight::{InFlight, query_ids};
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
+use crate::mcp::tls::TlsFiles;
 use crate::output::write_audit;
 use crate::runtime::block_on_to_exit;
 use crate::runtime_context::RuntimeContext;
@@ -205,14 +206,21 @@ async fn serve_stdio<T: PackageTool>(server: PackageServer<T>) -> Result<(), Too
     ended.map(drop)
 }
 
-/// Streamable HTTP on `listen` until `stop`; names the endpoint it serves on stderr
-/// once it listens (with the port bound, when `listen` asked for port 0).
+/// Streamable HTTP (HTTPS with TLS files) on `listen` until `stop`; names the endpoint
+/// it serves on stderr once it listens (with the port bound, when `listen` asked for
+/// port 0).
 async fn serve_http<T: PackageTool>(
     server: PackageServer<T>,
     listen: &HttpListen,
     stop: CancellationToken,
 ) -> Result<(), ToolError> {
     let name = T::TOOL.binary_name();
+    // The TLS files are read before the server listens: a bad one stops it here.
+    let tls = listen
+        .tls()
+        .map(TlsFiles::acceptor)
+        .transpose()
+        .map_err(|e| ToolError::Mcp(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(listen.addr())
         .await
         .map_err(|e| ToolError::Mcp(format!("cannot listen on {}: {e}", listen.addr())))?;
@@ -220,8 +228,9 @@ async fn serve_http<T: PackageTool>(
         .local_addr()
         .map_err(|e| ToolError::Mcp(format!("cannot read the bound address: {e}")))?;
     let service = http::service(server, listen.config(bound, stop.clone()));
-    eprintln!("{name} {MCP_HTTP_FLAG}: serving http://{bound}{MCP_HTTP_PATH}");
-    http::serve(name, listener, service, stop).await;
+    let scheme = listen.scheme();
+    eprintln!("{name} {MCP_HTTP_FLAG}: serving {scheme}://{bound}{MCP_HTTP_PATH}");
+    http::serve(name, listener, tls, service, stop).await;
     Ok(())
 }
 
