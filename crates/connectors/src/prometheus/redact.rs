@@ -266,7 +266,8 @@ mod tests {
             let forms = r.variants();
             let full = forms[form % forms.len()].as_str().to_owned();
             let k = 1 + cut.index(full.len() - 1);
-            let out = r.redact_cut(&format!("{before}{}", &full[..k]));
+            let text = format!("{before}{}", &full[..k]);
+            let out = r.redact_cut(&text);
             for f in forms.iter() {
                 for j in 1..f.len() {
                     if f.is_char_boundary(j) {
@@ -274,7 +275,18 @@ mod tests {
                     }
                 }
             }
-            prop_assert!(out.starts_with(before.as_str()));
+            if !out.starts_with(before.as_str()) {
+                // The removed tail reaches into `before` only when that longer tail
+                // starts a searched form as well (base64 at another alignment, hex):
+                // what was removed is still exactly the start of a form.
+                let kept = out.strip_suffix(REDACTED).unwrap_or(&out);
+                prop_assert!(before.starts_with(kept), "{out:?} changed {before:?}");
+                let removed = &text[kept.len()..];
+                prop_assert!(
+                    r.cut_forms().iter().any(|f| f.starts_with(removed)),
+                    "{out:?} removed {removed:?}, which starts no form"
+                );
+            }
             let bearer = r.redact_cut(&format!("{before} Authorisation was Bearer {}", &secret[..k.min(10)]));
             prop_assert!(bearer.ends_with(REDACTED), "{bearer}");
             // A text that was not cut through anything stays as redact() makes it.
