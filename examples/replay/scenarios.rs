@@ -342,6 +342,7 @@ fn record_corrected_wetech(
         policy: PolicyInput::Envelope {
             envelope: &envelope,
             keys: &replay.keys,
+            session: None,
         },
         args: &args,
         now: jiff::Timestamp::now(),

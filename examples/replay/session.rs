@@ -64,6 +64,7 @@ impl<'a> Session<'a> {
             policy: PolicyInput::Envelope {
                 envelope: &envelope,
                 keys: self.keys,
+                session: None,
             },
             args: &args,
             now: jiff::Timestamp::now(),

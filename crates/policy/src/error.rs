@@ -70,6 +70,13 @@ pub enum PolicyError {
     /// A key or key ring is malformed. The message never holds key material.
     #[error("invalid policy key: {0}")]
     InvalidKey(String),
+    /// A session token is malformed. The message never holds the text given.
+    #[error("invalid session token: {0}")]
+    InvalidSessionToken(String),
+    /// The policy is bound to another session than the one the call presents, or to a
+    /// session where the call presents none, or to none where the call presents one.
+    #[error("{0}")]
+    SessionMismatch(String),
     /// The policy could not be encoded.
     #[error("cannot encode trusted policy: {0}")]
     Encode(String),

@@ -13,6 +13,7 @@ pub mod policy;
 mod policy_schema;
 pub mod promql;
 pub mod resolved;
+pub mod session;
 pub mod skill;
 
 // What a signer, a sandbox or an embedder starts from: the trusted policy and its
@@ -29,6 +30,7 @@ pub use keys::{KeyRing, PolicySigner};
 pub use lock::{LockRejection, LockedRequest, ScopeBinding, lock};
 pub use policy::{ManusTarget, TrustedPolicy};
 pub use resolved::ResolvedScope;
+pub use session::SessionToken;
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use evidence_result::{Operation, PackageId, Provider, QueryId};
+use evidence_result::{Digest, Operation, PackageId, Provider, QueryId};
 use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -83,6 +83,13 @@ pub struct TrustedPolicy {
     /// When the policy stops being valid.
     #[schemars(with = "String", extend("format" = "date-time"))]
     pub expires_at: Timestamp,
+    /// The session the policy is for, as the digest of its token
+    /// ([`crate::session::SessionToken::digest`]); absent for a policy delivered per call
+    /// (one-shot entrypoint, stdio server). A policy naming a session is served only to a
+    /// call that presents that session's token, over HTTP; a tool server refuses it from
+    /// any other source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Digest>,
 }
 
 /// The cluster a policy is bound to.

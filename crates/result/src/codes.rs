@@ -124,6 +124,9 @@ const HTTP_CLASSES: &[FailureClass] = &[
 ///   unreadable or malformed), so no call is authorized; nothing the model sends can
 ///   change that. `policy_verification_failed` (the sandbox call) is `authorization` for
 ///   the same reason: the policy does not authorize this exact package digest.
+///   `session_missing`, `session_unknown` and `session_expired` (a tool server over
+///   HTTP) are `authorization` as well: the call presented no session token, or its
+///   session has no current envelope, so no policy authorizes it.
 /// - `secret_not_bound` is `authentication`: the package's credential is not injected
 ///   or cannot be bound to this package, so the call has no credentials the provider
 ///   would accept.
@@ -323,6 +326,21 @@ pub const ERROR_CODES: &[KnownCode] = &[
         &[Readiness],
         CodeSource::RuntimeContext,
     ),
+    exact(
+        "session_missing",
+        &[Authorization],
+        CodeSource::RuntimeContext,
+    ),
+    exact(
+        "session_unknown",
+        &[Authorization],
+        CodeSource::RuntimeContext,
+    ),
+    exact(
+        "session_expired",
+        &[Authorization],
+        CodeSource::RuntimeContext,
+    ),
 ];
 
 /// The entry of [`ERROR_CODES`] that names `code`, if any.
@@ -407,7 +425,7 @@ mod tests {
             .iter()
             .filter(|e| e.source == CodeSource::RuntimeContext)
             .collect();
-        assert_eq!(runtime.len(), 6);
+        assert_eq!(runtime.len(), 9);
         for entry in runtime {
             assert!(entry.classes.iter().all(|c| c.is_shared()), "{entry:?}");
         }

@@ -22,8 +22,8 @@ use evidence_policy::{
     CanaryPolicy, KeyRing, LockedRequest, SignedPolicy, TrustedPolicy, lock, lock::LockedItem,
 };
 use evidence_result::{
-    Correction, Details, ErrorCode, Failure, FailureClass, Item, Operation, Origin, PolicySource,
-    Provider, ToolResult,
+    Correction, Details, Digest, ErrorCode, Failure, FailureClass, Item, Operation, Origin,
+    PolicySource, Provider, ToolResult,
 };
 use jiff::Timestamp;
 
@@ -41,6 +41,10 @@ pub enum PolicyInput<'a> {
         envelope: &'a SignedPolicy,
         /// The verification key ring.
         keys: &'a KeyRing,
+        /// The digest of the session token the call presented (a call over HTTP), or
+        /// `None`: the verified policy must name exactly this session
+        /// ([`evidence_policy::session::check_session`]).
+        session: Option<&'a Digest>,
     },
     /// The explicit static canary policy the caller opted into; results say so.
     Canary(&'a CanaryPolicy),
@@ -153,14 +157,21 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
         return Ok(answered(failure.to_tool_result(origin)?, None));
     }
     let policy = match call.policy {
-        PolicyInput::Envelope { envelope, keys } => evidence_policy::verify(
+        PolicyInput::Envelope {
+            envelope,
+            keys,
+            session,
+        } => evidence_policy::verify(
             envelope,
             keys,
             &package.digest(),
             package.identity(),
             package.manifest().provider,
             call.now,
-        ),
+        )
+        .and_then(|policy| {
+            evidence_policy::session::check_session(&policy, session).map(|()| policy)
+        }),
         PolicyInput::Canary(canary) => Ok(canary.policy().clone()),
     };
     let policy = match policy {

@@ -16,7 +16,7 @@ use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::output::write_outputs;
 use crate::runtime::block_on_to_exit;
 use crate::runtime_context::RuntimeContext;
-use crate::sandbox::{Sandbox, unloaded};
+use crate::sandbox::{CallEnvelope, Sandbox, unloaded};
 use crate::tools::PackageTool;
 
 /// Runs the entrypoint of the tool `T` in this process and returns its exit status:
@@ -34,7 +34,9 @@ async fn entry<T: PackageTool>() -> Result<(), ToolError> {
         // The call's deadline counts from the start of the process.
         Ok(sandbox) => {
             let deadline = sandbox.deadline(started);
-            sandbox.answer_with(read_args, started, deadline).await?
+            sandbox
+                .answer_with(read_args, CallEnvelope::Context, started, deadline)
+                .await?
         }
         Err(failure) => unloaded(T::TOOL, &failure, started)?,
     };

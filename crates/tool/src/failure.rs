@@ -29,11 +29,18 @@ pub enum RuntimeFailureKind {
     ConfigInvalid,
     /// The model arguments could not be read from stdin.
     InputUnreadable,
+    /// A call over HTTP presented no session token (header `X-Evidence-Session`), or a
+    /// malformed one.
+    SessionMissing,
+    /// No envelope was delivered for the session the call presents.
+    SessionUnknown,
+    /// The newest envelope delivered for the session has expired.
+    SessionExpired,
 }
 
 impl RuntimeFailureKind {
     /// Every kind.
-    pub const ALL: [RuntimeFailureKind; 7] = [
+    pub const ALL: [RuntimeFailureKind; 10] = [
         RuntimeFailureKind::ContextMissing,
         RuntimeFailureKind::ContextInvalid,
         RuntimeFailureKind::PolicyVerificationFailed,
@@ -41,6 +48,9 @@ impl RuntimeFailureKind {
         RuntimeFailureKind::PackageLoadFailed,
         RuntimeFailureKind::ConfigInvalid,
         RuntimeFailureKind::InputUnreadable,
+        RuntimeFailureKind::SessionMissing,
+        RuntimeFailureKind::SessionUnknown,
+        RuntimeFailureKind::SessionExpired,
     ];
 
     /// The error code.
@@ -53,18 +63,25 @@ impl RuntimeFailureKind {
             RuntimeFailureKind::PackageLoadFailed => "package_load_failed",
             RuntimeFailureKind::ConfigInvalid => "tool_config_invalid",
             RuntimeFailureKind::InputUnreadable => "tool_input_unreadable",
+            RuntimeFailureKind::SessionMissing => "session_missing",
+            RuntimeFailureKind::SessionUnknown => "session_unknown",
+            RuntimeFailureKind::SessionExpired => "session_expired",
         }
     }
 
     /// The failure class. Every kind is shared: nothing the model changes fixes it, so
     /// it stops the turn. No trusted authorization (context, verification) is
     /// `authorization`; credentials are `authentication`; the sandbox itself not being
-    /// usable is `readiness`.
+    /// usable is `readiness`. A session that is missing, unknown or expired is
+    /// `authorization` too: no current policy authorizes the call.
     pub fn class(self) -> FailureClass {
         match self {
             RuntimeFailureKind::ContextMissing
             | RuntimeFailureKind::ContextInvalid
-            | RuntimeFailureKind::PolicyVerificationFailed => FailureClass::Authorization,
+            | RuntimeFailureKind::PolicyVerificationFailed
+            | RuntimeFailureKind::SessionMissing
+            | RuntimeFailureKind::SessionUnknown
+            | RuntimeFailureKind::SessionExpired => FailureClass::Authorization,
             RuntimeFailureKind::SecretNotBound => FailureClass::Authentication,
             RuntimeFailureKind::PackageLoadFailed
             | RuntimeFailureKind::ConfigInvalid

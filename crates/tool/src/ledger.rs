@@ -175,6 +175,11 @@ impl TurnLedger {
     }
 
     /// Whether the directory is there and a directory.
+    /// The ledger's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub(crate) fn check(&self) -> Result<(), LedgerError> {
         match std::fs::metadata(&self.dir) {
             Ok(meta) if meta.is_dir() => Ok(()),

@@ -16,6 +16,7 @@ pub mod rollout;
 mod runtime;
 mod runtime_context;
 mod sandbox;
+mod session_store;
 mod stamp;
 mod tool_kind;
 mod tools;

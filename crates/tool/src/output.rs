@@ -30,17 +30,28 @@ pub fn write_outputs(
 
 /// Appends the audit record to `audit_log` (stderr when `None`).
 pub(crate) fn write_audit(audit: &AuditRecord, audit_log: Option<&Path>) -> Result<(), ToolError> {
-    let line = audit.to_json_line()? + "\n";
+    let what = ("append the audit record to", "write the audit record to");
+    append_line(&audit.to_json_line()?, what, audit_log)
+}
+
+/// Appends `line` and a newline to `audit_log` (stderr when `None`); `what` says what
+/// failed, for a file and for stderr.
+pub(crate) fn append_line(
+    line: &str,
+    what: (&'static str, &'static str),
+    audit_log: Option<&Path>,
+) -> Result<(), ToolError> {
+    let line = format!("{line}\n");
     match audit_log {
         Some(path) => std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .and_then(|mut f| f.write_all(line.as_bytes()))
-            .map_err(|e| ToolError::io("append the audit record to", path, e))?,
+            .map_err(|e| ToolError::io(what.0, path, e))?,
         None => std::io::stderr()
             .write_all(line.as_bytes())
-            .map_err(|e| ToolError::io("write the audit record to", "stderr", e))?,
+            .map_err(|e| ToolError::io(what.1, "stderr", e))?,
     }
     Ok(())
 }

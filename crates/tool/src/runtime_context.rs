@@ -13,6 +13,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use evidence_policy::{KeyRing, SignedPolicy, envelope::MAX_ENVELOPE_BYTES};
+use evidence_result::PackageId;
 use secrecy::SecretString;
 
 use crate::context::{
@@ -21,6 +22,8 @@ use crate::context::{
 };
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::TurnLedger;
+use crate::mcp::ENVELOPES_PATH;
+use crate::session_store::SessionStore;
 use crate::tool_kind::Tool;
 
 /// One part of the runtime context as it was supplied.
@@ -129,6 +132,9 @@ enum EnvelopeSource {
     File(PathBuf),
     /// An envelope held in memory.
     Held(SignedPolicy),
+    /// Each call's own session (a server over HTTP): the envelope is the current one the
+    /// runtime delivered for the session the call presents.
+    Sessions,
 }
 
 /// Everything a tool sandbox reads besides the model's arguments (see the module
@@ -355,7 +361,41 @@ impl RuntimeContext {
             EnvelopeSource::Held(envelope) => Ok(envelope.clone()),
             EnvelopeSource::File(path) => read_envelope_file(path)
                 .map_err(|(kind, why)| RuntimeFailure::new(kind, format!("{what}: {why}"))),
+            EnvelopeSource::Sessions => Err(RuntimeFailure::new(
+                RuntimeFailureKind::SessionMissing,
+                "over HTTP a call runs under its session's envelope, and this call presented \
+                 no session",
+            )),
         }
+    }
+
+    /// Serves each call under its own session's envelope (a server over HTTP) instead of
+    /// an envelope of the context. Refused when the context names an envelope file
+    /// (`EVIDENCE_TRUSTED_CONTEXT`): one envelope for every client that reaches the port
+    /// is what sessions replace.
+    pub(crate) fn serve_sessions(&mut self) -> Result<(), RuntimeFailure> {
+        if !matches!(self.envelope, Supplied::Missing) {
+            return Err(RuntimeFailure::new(
+                RuntimeFailureKind::ContextInvalid,
+                format!(
+                    "{TRUSTED_CONTEXT_ENV} is set, but a server over HTTP takes no envelope \
+                     file: the runtime delivers each session's envelopes to it (POST \
+                     {ENVELOPES_PATH}) and every call runs under its session's newest one; \
+                     unset {TRUSTED_CONTEXT_ENV}"
+                ),
+            ));
+        }
+        self.envelope = Supplied::Given(EnvelopeSource::Sessions);
+        Ok(())
+    }
+
+    /// The session store of `package` beside the turn ledger (which a server needs).
+    pub(crate) fn session_store(
+        &self,
+        package: &PackageId,
+    ) -> Result<SessionStore, RuntimeFailure> {
+        let ledger = self.require_turn_ledger()?;
+        Ok(SessionStore::new(ledger.dir(), package))
     }
 }
 

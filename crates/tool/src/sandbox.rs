@@ -35,6 +35,17 @@ use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
 use crate::tools::{PackageTool, Transport};
 
+/// The envelope of one call under per-request delivery: the runtime context's (its file
+/// or the one held), or the current envelope of the session the call presented to a
+/// server over HTTP (or the failure of finding it), with the session's digest.
+#[derive(Debug, Clone)]
+pub(crate) enum CallEnvelope {
+    /// The runtime context's envelope.
+    Context,
+    /// The session's current envelope and the session's digest.
+    Session(Result<(evidence_policy::SignedPolicy, evidence_result::Digest), RuntimeFailure>),
+}
+
 /// Where a sandbox's trusted policy comes from, as its manifest says.
 enum Delivery {
     /// The per-request envelope of the runtime context, verified with its keys.
@@ -180,8 +191,13 @@ impl<T: PackageTool> Sandbox<T> {
     /// The call runs within its package's deadline from now.
     pub async fn answer(&self, args: &str) -> Result<(ToolResult, AuditRecord), ToolError> {
         let started = Instant::now();
-        self.answer_with(|| Ok(args.to_owned()), started, self.deadline(started))
-            .await
+        self.answer_with(
+            || Ok(args.to_owned()),
+            CallEnvelope::Context,
+            started,
+            self.deadline(started),
+        )
+        .await
     }
 
     /// The deadline of a call of this sandbox's package that started at `started`.
@@ -196,11 +212,12 @@ impl<T: PackageTool> Sandbox<T> {
     pub(crate) async fn answer_with(
         &self,
         args: impl FnOnce() -> Result<String, RuntimeFailure>,
+        envelope: CallEnvelope,
         started: Instant,
         deadline: Deadline,
     ) -> Result<(ToolResult, AuditRecord), ToolError> {
         let now = Timestamp::now();
-        let (result, audit) = match self.call(now, deadline, args).await {
+        let (result, audit) = match self.call(now, deadline, args, envelope).await {
             Ok(answered) => answered,
             Err(failure) => {
                 eprintln!("{}: {failure}", T::TOOL.binary_name());
@@ -241,16 +258,24 @@ impl<T: PackageTool> Sandbox<T> {
         now: Timestamp,
         deadline: Deadline,
         args: impl FnOnce() -> Result<String, RuntimeFailure>,
+        call_envelope: CallEnvelope,
     ) -> Result<(ToolResult, AuditRecord), RuntimeFailure> {
         let args = args()?;
         let binding = self.binding.as_ref().map_err(Clone::clone)?;
-        let (envelope, canary);
+        let (envelope, session, canary);
         let policy = match &self.delivery {
             Delivery::Envelope => {
-                envelope = self.context.envelope()?;
+                (envelope, session) = match call_envelope {
+                    CallEnvelope::Context => (self.context.envelope()?, None),
+                    CallEnvelope::Session(found) => {
+                        let (envelope, session) = found?;
+                        (envelope, Some(session))
+                    }
+                };
                 PolicyInput::Envelope {
                     envelope: &envelope,
                     keys: self.context.keys()?,
+                    session: session.as_ref(),
                 }
             }
             Delivery::Canary(policy) => {

@@ -18,10 +18,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use evidence_policy::SessionToken;
 use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
 use evidence_tool::mcp::{
-    ALLOW_HOST_FLAG, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, TLS_CERT_FLAG, TLS_KEY_FLAG,
+    ALLOW_HOST_FLAG, ENVELOPES_PATH, HTTP_REQUEST_RECORD, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG,
+    SESSION_HEADER, TLS_CERT_FLAG, TLS_KEY_FLAG,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -93,6 +95,16 @@ impl HttpServer {
         format!("{}://{}/mcp", self.scheme, self.addr)
     }
 
+    /// Delivers `envelope` as the runtime does (`POST /envelopes`, with curl, trusting
+    /// `ca_file` over HTTPS); returns the status and the JSON answer.
+    fn deliver(&self, envelope: &str, ca_file: Option<&Path>) -> (u16, Value) {
+        deliver_to(
+            &format!("{}://{}{ENVELOPES_PATH}", self.scheme, self.addr),
+            envelope,
+            ca_file,
+        )
+    }
+
     /// SIGTERM; waits (at most 10 s) for the exit.
     fn terminate(mut self) -> std::process::ExitStatus {
         let kill = Command::new("kill")
@@ -115,6 +127,35 @@ impl Drop for HttpServer {
         let _killed = self.child.kill();
         let _reaped = self.child.wait();
     }
+}
+
+/// `POST`s `envelope` to `url` with curl; returns the status and the JSON answer.
+fn deliver_to(url: &str, envelope: &str, ca_file: Option<&Path>) -> (u16, Value) {
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "-X", "POST", "-H", "Content-Type: application/json"])
+        .args(["--data-binary", "@-", "-w", "\n%{http_code}"]);
+    if let Some(ca) = ca_file {
+        curl.arg("--cacert").arg(ca);
+    }
+    let mut child = curl
+        .arg(url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl (apt-get install curl; bash scripts/test.sh installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(envelope.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (
+        status.parse().unwrap(),
+        serde_json::from_str(body).unwrap_or(json!(body)),
+    )
 }
 
 fn args(query_id: &str) -> Value {
@@ -151,14 +192,16 @@ fn session_of<'a>(output: &'a Value, label: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no session {label}: {output}"))
 }
 
-/// Prometheus behind the Clinic front (with `delay` before each answer) and a deployed
-/// Clinic package with a signed envelope.
+/// Prometheus behind the Clinic front (with `delay` before each answer), a deployed
+/// Clinic package, a session token and the envelope signed for that session.
 struct Setup {
     _prometheus: test_support::Prometheus,
     front: test_support::ClinicFront,
     dir: tempfile::TempDir,
     clinic: std::path::PathBuf,
     env: Vec<(&'static str, String)>,
+    token: SessionToken,
+    envelope: String,
 }
 
 impl Setup {
@@ -175,34 +218,95 @@ impl Setup {
         front.faults().set_delay(delay);
         let dir = tempfile::tempdir().unwrap();
         let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
+        let token = SessionToken::mint();
+        let envelope = sign_session(&clinic, &session_policy(&token, json!({})));
         let signed = sign(
             dir.path(),
-            "envelope.json",
+            "unused-envelope.json",
             &clinic,
             &policy("clinic", CLINIC, json!({})),
         );
-        let env = clinic_env(
+        let env = http_env(&clinic_env(
             &signed,
             &dir.path().join("audit.jsonl"),
             front.base_url(),
             TOKEN,
-        );
+        ));
         Setup {
             _prometheus: prometheus,
             front,
             dir,
             clinic,
             env,
+            token,
+            envelope,
         }
     }
 
+    /// The call records written so far.
     fn audit(&self) -> Vec<Value> {
-        audit_records(&self.dir.path().join("audit.jsonl"))
+        call_records(&self.dir.path().join("audit.jsonl"))
     }
 
-    fn start(&self) -> HttpServer {
-        HttpServer::start(&entrypoint(&self.clinic), &self.env)
+    /// The request records written so far.
+    fn requests(&self) -> Vec<Value> {
+        request_records(&self.dir.path().join("audit.jsonl"))
     }
+
+    /// A server with the session's envelope delivered.
+    fn start(&self) -> HttpServer {
+        let server = HttpServer::start(&entrypoint(&self.clinic), &self.env);
+        assert_eq!(server.deliver(&self.envelope, None).0, 200);
+        server
+    }
+
+    /// The header of the session on every request.
+    fn headers(&self) -> Value {
+        session_headers(&self.token)
+    }
+}
+
+/// The environment of a server over HTTP: no envelope file (the sessions' envelopes are
+/// delivered to it).
+fn http_env(env: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    env.iter()
+        .filter(|(name, _)| *name != "EVIDENCE_TRUSTED_CONTEXT")
+        .cloned()
+        .collect()
+}
+
+/// The tests' Clinic policy signed for the session of `token`, with `extra` over it.
+fn session_policy(token: &SessionToken, extra: Value) -> Value {
+    let mut policy = policy("clinic", CLINIC, extra);
+    policy["session"] = json!(token.digest().to_string());
+    policy
+}
+
+/// The envelope of `policy` for the deployed package `package_dir`, as JSON.
+fn sign_session(package_dir: &Path, policy: &Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let signed = sign(dir.path(), "envelope.json", package_dir, policy);
+    std::fs::read_to_string(signed.envelope).unwrap()
+}
+
+fn session_headers(token: &SessionToken) -> Value {
+    json!({ SESSION_HEADER: token.expose() })
+}
+
+/// The call records of an audit log (request records left out).
+fn call_records(audit: &Path) -> Vec<Value> {
+    audit_records(audit)
+        .into_iter()
+        .filter(|r| r.get("record").is_none())
+        .collect()
+}
+
+/// The request records of an audit log.
+fn request_records(audit: &Path) -> Vec<Value> {
+    audit_records(audit)
+        .into_iter()
+        .filter(|r| r["record"] == HTTP_REQUEST_RECORD)
+        .collect()
 }
 
 /// The official SDK's Streamable HTTP client negotiates 2025-11-25 (a session with
@@ -219,6 +323,7 @@ async fn the_sdk_calls_clinic_over_streamable_http_with_one_audit_record_per_cal
     env.push(("MANUS_PASSWORD", "another-package-secret-01".to_owned()));
     env.push(("UNRELATED_SETTING", "1".to_owned()));
     let server = HttpServer::start(&entrypoint(&s.clinic), &env);
+    assert_eq!(server.deliver(&s.envelope, None).0, 200);
     let environ = std::fs::read(format!("/proc/{}/environ", server.child.id())).unwrap();
     let names: Vec<String> = environ
         .split(|b| *b == 0)
@@ -234,8 +339,8 @@ async fn the_sdk_calls_clinic_over_streamable_http_with_one_audit_record_per_cal
     }
     let url = server.url();
     let plan = json!({"sessions": [
-        http_session("legacy", &url, json!(null), "2025-11-25", vec![call("cpu", args("cpu_http"))]),
-        http_session("modern", &url, json!(null), "2026-07-28", vec![call("cpu", args("cpu_http_2"))]),
+        http_session("legacy", &url, s.headers(), "2025-11-25", vec![call("cpu", args("cpu_http"))]),
+        http_session("modern", &url, s.headers(), "2026-07-28", vec![call("cpu", args("cpu_http_2"))]),
     ]});
     let output = blocking(move || run_client(&plan)).await;
     for (label, query_id) in [("legacy", "cpu_http"), ("modern", "cpu_http_2")] {
@@ -324,8 +429,8 @@ fn oversized_call() -> Vec<u8> {
 /// and an oversized body 413, on the wire and through the SDK (whose session fails at
 /// its first request for a wrong header, whose oversized call fails as a request),
 /// while the same request with the right headers is served; nothing of a refused
-/// request reaches the provider or the audit log, and the right-header SDK call after
-/// them still works.
+/// request reaches the provider, each request leaves one request record (its reason
+/// code when refused), and the right-header SDK call after them still works.
 #[tokio::test]
 async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
     let s = Setup::new(Duration::ZERO).await;
@@ -361,8 +466,40 @@ async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
     for (refused, status) in refusals.iter().zip(expected) {
         assert_eq!(refused.0, status, "{refused:?}");
     }
-    assert!(refusals[0].1.contains("Host"), "{:?}", refusals[0]);
-    assert!(refusals[2].1.contains("Origin"), "{:?}", refusals[2]);
+    assert!(
+        refusals[0].1.contains("host_not_allowed"),
+        "{:?}",
+        refusals[0]
+    );
+    assert!(
+        refusals[2].1.contains("origin_not_allowed"),
+        "{:?}",
+        refusals[2]
+    );
+    // Each request on the wire, accepted or refused, left one request record.
+    let wire: Vec<Value> = s
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"] == "/mcp")
+        .collect();
+    let seen: Vec<(u64, Option<&str>)> = wire
+        .iter()
+        .map(|r| (r["status"].as_u64().unwrap(), r["refused"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (200, None),
+            (403, Some("host_not_allowed")),
+            (403, Some("host_not_allowed")),
+            (403, Some("origin_not_allowed")),
+            (403, Some("origin_not_allowed")),
+            (413, Some("body_too_large")),
+        ],
+        "{wire:?}"
+    );
+    assert_eq!(wire[0]["mcp_method"], "initialize");
+    assert!(wire.iter().all(|r| r["package"] == CLINIC));
 
     let url = server.url();
     let refused = |label: &str, headers: Value, steps: Vec<Value>| {
@@ -374,9 +511,11 @@ async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
     let plan = json!({"sessions": [
         refused("host", json!({"Host": "evil.example"}), vec![]),
         refused("origin", json!({"Origin": "https://evil.example"}), vec![]),
-        http_session("body", &url, json!(null), "2025-11-25",
+        http_session("body", &url, s.headers(), "2025-11-25",
                      vec![call("big", json!({"queries": [{"queryId": "big", "expr": big}]}))]),
-        http_session("after", &url, json!({"Origin": format!("http://{addr}")}), "2025-11-25",
+        http_session("after", &url,
+                     json!({"Origin": format!("http://{addr}"), SESSION_HEADER: s.token.expose()}),
+                     "2025-11-25",
                      vec![call("cpu", args("cpu_after"))]),
     ]});
     let output = blocking(move || run_client(&plan)).await;
@@ -405,6 +544,24 @@ async fn a_wrong_host_or_origin_and_an_oversized_body_are_refused() {
     let records = s.audit();
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["query_ids"], json!(["cpu_after"]));
+    // The SDK's refused requests left their records too, and the served call only its
+    // call record.
+    let requests = s.requests();
+    // Two of each header refusal and one oversized body on the wire, then the SDK's.
+    for (code, at_least) in [
+        ("host_not_allowed", 3),
+        ("origin_not_allowed", 3),
+        ("body_too_large", 2),
+    ] {
+        let count = requests.iter().filter(|r| r["refused"] == code).count();
+        assert!(count >= at_least, "{code}: {count} in {requests:?}");
+    }
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r["mcp_method"] == "tools/call" && r["status"] == 200),
+        "{requests:?}"
+    );
 }
 
 /// Plain HTTP on an address other machines can reach is refused at start, exit 1, with
@@ -426,6 +583,14 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
             "{addr}: {stderr}"
         );
     }
+    // An envelope file is refused over HTTP: each session's envelopes are delivered.
+    let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], &env, "");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("EVIDENCE_TRUSTED_CONTEXT is set") && stderr.contains("no envelope file"),
+        "{stderr}"
+    );
+    let env = http_env(&env);
     let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "localhost"], &env, "");
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("usage:"), "{stderr}");
@@ -504,11 +669,17 @@ async fn the_sdk_calls_clinic_over_https_with_a_self_signed_certificate() {
     );
     assert_eq!(local.scheme, "https");
     let everywhere_url = format!("https://127.0.0.1:{}/mcp", everywhere.addr.port());
+    assert_eq!(local.deliver(&s.envelope, Some(&cert)).0, 200);
+    let delivery = format!(
+        "https://127.0.0.1:{}{ENVELOPES_PATH}",
+        everywhere.addr.port()
+    );
+    assert_eq!(deliver_to(&delivery, &s.envelope, Some(&cert)).0, 200);
     let trusting = |label: &str, url: &str| {
         let mut session = http_session(
             label,
             url,
-            json!(null),
+            s.headers(),
             "2025-11-25",
             vec![call(label, args(label))],
         );
@@ -556,7 +727,7 @@ async fn sigterm_records_a_running_http_call_as_cancelled() {
     let server = s.start();
     // The SDK's one call, in the background; the server's exit ends its session.
     let url = server.url();
-    let plan = json!({"sessions": [http_session("stalled", &url, json!(null), "2025-11-25",
+    let plan = json!({"sessions": [http_session("stalled", &url, s.headers(), "2025-11-25",
                                                 vec![call("stalled", args("stalled"))])]});
     let client = std::thread::spawn(move || {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
@@ -655,14 +826,17 @@ async fn http_sessions_share_the_call_slots_and_a_call_over_them_waits_within_it
         &policy("clinic", CLINIC, json!({})),
     );
     let audit = dir.path().join("audit.jsonl");
-    let env = clinic_env(&signed, &audit, front.base_url(), TOKEN);
+    let env = http_env(&clinic_env(&signed, &audit, front.base_url(), TOKEN));
     let server = HttpServer::start(&entrypoint(&clinic), &env);
+    let token = SessionToken::mint();
+    let envelope = sign_session(&clinic, &session_policy(&token, json!({})));
+    assert_eq!(server.deliver(&envelope, None).0, 200);
     let url = server.url();
     let later = |label: &str| {
         let mut session = http_session(
             label,
             &url,
-            json!(null),
+            session_headers(&token),
             "2025-11-25",
             vec![call(label, args(label))],
         );
@@ -670,7 +844,8 @@ async fn http_sessions_share_the_call_slots_and_a_call_over_them_waits_within_it
         session
     };
     let plan = json!({"concurrent": true, "sessions": [
-        http_session("first", &url, json!(null), "2025-11-25", vec![call("first", args("first"))]),
+        http_session("first", &url, session_headers(&token), "2025-11-25",
+                     vec![call("first", args("first"))]),
         later("second"),
         later("third"),
     ]});
@@ -711,6 +886,210 @@ async fn http_sessions_share_the_call_slots_and_a_call_over_them_waits_within_it
     let received = front.arrived();
     assert!((1..=3).contains(&received), "{received}");
     assert_eq!(never_sent, 3 - received, "{output}");
-    assert_eq!(audit_records(&audit).len(), 3);
+    assert_eq!(call_records(&audit).len(), 3);
     drop(server);
+}
+
+/// The code of a whole-call failure.
+fn failure_code(step: &Value) -> String {
+    let result = result_of(step);
+    assert_eq!(result.details().status, Status::Error, "{}", result.text());
+    serde_json::to_value(result.details()).unwrap()["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A call with no session header, with a token no envelope was delivered for, with a
+/// malformed token, or with a session whose newest envelope has expired answers
+/// `session_missing`, `session_unknown` or `session_expired` (class `authorization`),
+/// nothing sent to the provider, one audit record each; `initialize` and `tools/list`
+/// need no session. The token never appears in the audit log or the session store.
+#[tokio::test]
+async fn a_call_without_a_session_or_with_an_unknown_or_expired_one_sends_nothing() {
+    let s = Setup::new(Duration::ZERO).await;
+    let server = s.start();
+    // A session whose policy expires 3 s from now.
+    let short = SessionToken::mint();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let envelope = sign_session(
+        &s.clinic,
+        &session_policy(
+            &short,
+            json!({"policy_id": "pol-short-lived", "expires_at": expires.to_string()}),
+        ),
+    );
+    assert_eq!(server.deliver(&envelope, None).0, 200);
+    while jiff::Timestamp::now() <= expires {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url = server.url();
+    let unknown = SessionToken::mint();
+    let plan = json!({"sessions": [
+        http_session("none", &url, json!(null), "2025-11-25", vec![call("c", args("no_session"))]),
+        http_session("unknown", &url, session_headers(&unknown), "2025-11-25",
+                     vec![call("c", args("unknown_session"))]),
+        http_session("malformed", &url, json!({SESSION_HEADER: "not-a-token"}), "2025-11-25",
+                     vec![call("c", args("malformed_session"))]),
+        http_session("expired", &url, session_headers(&short), "2025-11-25",
+                     vec![call("c", args("expired_session"))]),
+    ]});
+    let output = blocking(move || run_client(&plan)).await;
+    for (label, code) in [
+        ("none", "session_missing"),
+        ("unknown", "session_unknown"),
+        ("malformed", "session_missing"),
+        ("expired", "session_expired"),
+    ] {
+        let session = session_of(&output, label);
+        assert_eq!(session["tools"].as_array().unwrap().len(), 1, "{session}");
+        assert_eq!(failure_code(&session["steps"][0]), code, "{label}");
+    }
+    assert_eq!(s.front.arrived(), 0, "nothing reached the provider");
+    let records = s.audit();
+    assert_eq!(records.len(), 4, "{records:?}");
+    for (record, code) in records.iter().zip([
+        "session_missing",
+        "session_unknown",
+        "session_missing",
+        "session_expired",
+    ]) {
+        assert_eq!(record["error_codes"], json!([code]), "{record}");
+        assert_eq!(record["failure_class"], "authorization", "{record}");
+    }
+    let log = std::fs::read_to_string(s.dir.path().join("audit.jsonl")).unwrap();
+    let store = std::process::Command::new("grep")
+        .args(["-r", "-l", "-F", s.token.expose()])
+        .arg(s.dir.path())
+        .output()
+        .unwrap();
+    for token in [&s.token, &short, &unknown] {
+        assert!(!log.contains(token.expose()));
+    }
+    assert!(
+        store.stdout.is_empty(),
+        "the token is in {:?}",
+        store.stdout
+    );
+}
+
+/// The runtime replaces a session's policy between passes without a restart: a call
+/// runs under the newest envelope delivered for its session (a new `policy_id`, so a
+/// new turn); an earlier envelope delivered again is refused (409) and never becomes
+/// current; the same envelope again changes nothing. A second session runs under its
+/// own policy only. Deliveries that do not verify here, that name no session or that
+/// are not envelopes are refused, each with its request record.
+#[tokio::test]
+async fn a_replaced_policy_serves_the_next_calls_and_an_earlier_one_never_comes_back() {
+    let s = Setup::new(Duration::ZERO).await;
+    let server = HttpServer::start(&entrypoint(&s.clinic), &s.env);
+    let now = jiff::Timestamp::now();
+    let at = |secs: i64| (now - jiff::SignedDuration::from_secs(secs)).to_string();
+    let first = sign_session(
+        &s.clinic,
+        &session_policy(
+            &s.token,
+            json!({"policy_id": "pol-pass-1", "issued_at": at(20)}),
+        ),
+    );
+    let second = sign_session(
+        &s.clinic,
+        &session_policy(
+            &s.token,
+            json!({"policy_id": "pol-pass-2", "issued_at": at(10)}),
+        ),
+    );
+    let other = SessionToken::mint();
+    let others = sign_session(
+        &s.clinic,
+        &session_policy(&other, json!({"policy_id": "pol-other-session"})),
+    );
+    let url = server.url();
+    let pass = |label: &str, token: &SessionToken| {
+        let plan = json!({"sessions": [http_session(label, &url, session_headers(token),
+                                                    "2025-11-25", vec![call("c", args(label))])]});
+        blocking(move || run_client(&plan))
+    };
+
+    let (status, answer) = server.deliver(&first, None);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["delivered"], "stored");
+    let out = pass("pass_one", &s.token).await;
+    let result = result_of(&session_of(&out, "pass_one")["steps"][0]);
+    assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+
+    let (status, answer) = server.deliver(&second, None);
+    assert_eq!(
+        (status, &answer["replaced"]),
+        (200, &json!("pol-pass-1")),
+        "{answer}"
+    );
+    let (status, answer) = server.deliver(&first, None);
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["current"], "pol-pass-2");
+    let (status, answer) = server.deliver(&second, None);
+    assert_eq!(
+        (status, &answer["delivered"]),
+        (200, &json!("unchanged")),
+        "{answer}"
+    );
+    let out = pass("pass_two", &s.token).await;
+    let result = result_of(&session_of(&out, "pass_two")["steps"][0]);
+    assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+
+    assert_eq!(server.deliver(&others, None).0, 200);
+    let out = pass("other", &other).await;
+    let result = result_of(&session_of(&out, "other")["steps"][0]);
+    assert_eq!(result.details().status, Status::Ok, "{}", result.text());
+
+    let policies: Vec<Value> = s.audit().iter().map(|r| r["policy_id"].clone()).collect();
+    assert_eq!(
+        policies,
+        [
+            json!("pol-pass-1"),
+            json!("pol-pass-2"),
+            json!("pol-other-session")
+        ]
+    );
+
+    // Refused deliveries: no session, another package's digest, a changed byte, not JSON.
+    let no_session = sign_session(&s.clinic, &policy("clinic", CLINIC, json!({})));
+    let foreign = sign_for_digest(
+        &session_policy(&s.token, json!({"policy_id": "pol-foreign"})),
+        &format!("sha256:{}", "ab".repeat(32)),
+    );
+    let mut changed = second.clone().into_bytes();
+    let at = changed.len() / 2;
+    changed[at] = if changed[at] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).unwrap();
+    for (envelope, status, error) in [
+        (no_session.as_str(), 422, "no_session"),
+        (foreign.as_str(), 403, "policy_verification_failed"),
+        (changed.as_str(), 0, ""),
+        ("{\"not\": \"an envelope\"}", 400, "malformed_envelope"),
+    ] {
+        let (got, answer) = server.deliver(envelope, None);
+        if status == 0 {
+            assert!(got == 400 || got == 403, "{got} {answer}");
+        } else {
+            assert_eq!(
+                (got, answer["error"].as_str()),
+                (status, Some(error)),
+                "{answer}"
+            );
+        }
+    }
+    let out = pass("after_refusals", &s.token).await;
+    let step = &session_of(&out, "after_refusals")["steps"][0];
+    assert_eq!(result_of(step).details().status, Status::Ok);
+    assert_eq!(s.audit().last().unwrap()["policy_id"], "pol-pass-2");
+    let deliveries: Vec<(u64, Value)> = s
+        .requests()
+        .iter()
+        .filter(|r| r["path"] == ENVELOPES_PATH)
+        .map(|r| (r["status"].as_u64().unwrap(), r["policy_id"].clone()))
+        .collect();
+    assert_eq!(deliveries.len(), 9, "{deliveries:?}");
+    assert_eq!(deliveries[0], (200, json!("pol-pass-1")));
+    assert_eq!(deliveries[2], (409, json!("pol-pass-1")));
 }

@@ -50,6 +50,7 @@ impl Deployment {
             policy: PolicyInput::Envelope {
                 envelope: &envelope,
                 keys: &self.keys,
+                session: None,
             },
             args: &args,
             now: jiff::Timestamp::now(),

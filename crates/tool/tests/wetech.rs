@@ -493,7 +493,7 @@ proptest! {
             let outcome = run_sandbox_call(&WetechConnector::new(), &config, &secrets, SandboxCall {
                 package: &setup.package,
                 binding: &setup.binding,
-                policy: PolicyInput::Envelope { envelope: &setup.envelope, keys: &setup.keys },
+                policy: PolicyInput::Envelope { envelope: &setup.envelope, keys: &setup.keys, session: None },
                 args: &args,
                 now: jiff::Timestamp::now(),
             })

@@ -33,9 +33,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use evidence_policy::envelope::MAX_ENVELOPE_BYTES;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -45,6 +46,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
+use crate::mcp::session::{DeliveryAnswer, ENVELOPES_PATH};
 use crate::mcp::tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsFiles};
 
 /// The flag that starts a tool binary as its package's MCP server over Streamable HTTP,
@@ -249,6 +251,39 @@ where
     )
 }
 
+/// The delivery of one envelope (its body) to the session store.
+pub(crate) type Deliver = dyn Fn(&[u8]) -> DeliveryAnswer + Send + Sync;
+
+/// What the HTTP layer serves besides the MCP endpoint, and where it reports each
+/// request: the envelope delivery of [`super::session`], the request records of
+/// [`super::request_audit`] and the `Host` and `Origin` values allowed.
+#[derive(Clone)]
+pub(crate) struct Endpoints {
+    /// Takes one delivered envelope (the body) and answers it; blocking file work.
+    pub(crate) deliver: Arc<Deliver>,
+    /// Writes the request record of a request no call record covers.
+    pub(crate) record: Arc<dyn Fn(Seen) + Send + Sync>,
+    /// The allowed `Host` values.
+    pub(crate) hosts: Vec<String>,
+    /// The allowed `Origin` values.
+    pub(crate) origins: Vec<String>,
+}
+
+/// What the HTTP layer saw of one request and answered (the request record's content).
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) time: jiff::Timestamp,
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) mcp_method: Option<String>,
+    pub(crate) status: u16,
+    pub(crate) refused: Option<&'static str>,
+    pub(crate) policy_id: Option<String>,
+    pub(crate) duration_ms: u64,
+}
+
+type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>;
+
 /// Serves `service` on `listener` until `stop` is cancelled: one task per connection
 /// (through `tls` first when given), HTTP/1.1 with the bounds of [`MAX_HEAD_BYTES`]
 /// and [`HEAD_READ_TIMEOUT`]. A failed accept (too many open files, a connection reset
@@ -259,6 +294,7 @@ pub(crate) async fn serve<S>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     service: StreamableHttpService<S, LocalSessionManager>,
+    endpoints: Endpoints,
     stop: CancellationToken,
 ) where
     S: ServerHandler + Send + 'static,
@@ -277,13 +313,14 @@ pub(crate) async fn serve<S>(
             }
         };
         let (service, stop, tls) = (service.clone(), stop.clone(), tls.clone());
+        let endpoints = endpoints.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(TokioIo::new(stream), service, stop).await,
+                None => serve_connection(TokioIo::new(stream), service, endpoints, stop).await,
                 Some(tls) => {
                     let handshake = tokio::time::timeout(HEAD_READ_TIMEOUT, tls.accept(stream));
                     if let Ok(Ok(stream)) = handshake.await {
-                        serve_connection(TokioIo::new(stream), service, stop).await;
+                        serve_connection(TokioIo::new(stream), service, endpoints, stop).await;
                     }
                 }
             }
@@ -295,19 +332,15 @@ pub(crate) async fn serve<S>(
 async fn serve_connection<I, S>(
     io: I,
     service: StreamableHttpService<S, LocalSessionManager>,
+    endpoints: Endpoints,
     stop: CancellationToken,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: ServerHandler + Send + 'static,
 {
     let handle = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let mut service = service.clone();
-        async move {
-            if request.uri().path() != MCP_HTTP_PATH {
-                return Ok::<_, std::convert::Infallible>(not_found());
-            }
-            service.call(request).await
-        }
+        let (service, endpoints) = (service.clone(), endpoints.clone());
+        async move { Ok::<_, std::convert::Infallible>(answer(request, service, endpoints).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -322,12 +355,204 @@ async fn serve_connection<I, S>(
     }
 }
 
-/// The answer to a path other than [`MCP_HTTP_PATH`].
-fn not_found() -> Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>> {
-    let mut response = Response::new(
-        Full::new(Bytes::from_static(b"Not Found: the MCP endpoint is /mcp\n")).boxed(),
-    );
-    *response.status_mut() = StatusCode::NOT_FOUND;
+/// Answers one request and leaves its request record unless a call record covers it
+/// (a `tools/call` the MCP service took).
+async fn answer<S>(
+    request: Request<Incoming>,
+    service: StreamableHttpService<S, LocalSessionManager>,
+    endpoints: Endpoints,
+) -> Answer
+where
+    S: ServerHandler + Send + 'static,
+{
+    let started = std::time::Instant::now();
+    let mut seen = Seen {
+        time: jiff::Timestamp::now(),
+        method: request.method().to_string(),
+        path: request.uri().path().to_owned(),
+        mcp_method: None,
+        status: 0,
+        refused: None,
+        policy_id: None,
+        duration_ms: 0,
+    };
+    let (response, covered) = route(request, service, &endpoints, &mut seen).await;
+    seen.status = response.status().as_u16();
+    seen.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if !covered {
+        (endpoints.record)(seen);
+    }
+    response
+}
+
+/// The answer to one request, and whether a call record covers it.
+async fn route<S>(
+    request: Request<Incoming>,
+    mut service: StreamableHttpService<S, LocalSessionManager>,
+    endpoints: &Endpoints,
+    seen: &mut Seen,
+) -> (Answer, bool)
+where
+    S: ServerHandler + Send + 'static,
+{
+    if let Err(refused) = check_host_and_origin(&request, endpoints) {
+        seen.refused = Some(refused);
+        return (plain(StatusCode::FORBIDDEN, refused), false);
+    }
+    let path = request.uri().path();
+    if path == ENVELOPES_PATH {
+        if request.method() != Method::POST {
+            seen.refused = Some("method_not_allowed");
+            return (
+                plain(StatusCode::METHOD_NOT_ALLOWED, "POST an envelope"),
+                false,
+            );
+        }
+        let body = match read_body(request.into_body(), MAX_ENVELOPE_BYTES).await {
+            Ok(body) => body,
+            Err((status, refused)) => {
+                seen.refused = Some(refused);
+                return (plain(status, refused), false);
+            }
+        };
+        let deliver = endpoints.deliver.clone();
+        let answer = tokio::task::spawn_blocking(move || deliver(&body)).await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(_) => {
+                seen.refused = Some("delivery_failed");
+                return (
+                    plain(StatusCode::INTERNAL_SERVER_ERROR, "delivery_failed"),
+                    false,
+                );
+            }
+        };
+        seen.refused = answer.refused;
+        seen.policy_id = answer.policy_id.clone();
+        let mut response = Response::new(Full::new(answer.bytes()).boxed());
+        *response.status_mut() = answer.status;
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        return (response, false);
+    }
+    if path != MCP_HTTP_PATH {
+        seen.refused = Some("not_found");
+        return (
+            plain(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp"),
+            false,
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let body = match read_body(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(body) => body,
+        Err((status, refused)) => {
+            seen.refused = Some(refused);
+            return (plain(status, refused), false);
+        }
+    };
+    seen.mcp_method = mcp_method(&body);
+    let is_call = parts.method == Method::POST && seen.mcp_method.as_deref() == Some("tools/call");
+    let response = match service
+        .call(Request::from_parts(parts, Full::new(body)))
+        .await
+    {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let covered = is_call && response.status().is_success();
+    (response, covered)
+}
+
+/// The `Host` and `Origin` rules (DNS-rebinding protection): `Err` names the refusal.
+fn check_host_and_origin<B>(
+    request: &Request<B>,
+    endpoints: &Endpoints,
+) -> Result<(), &'static str> {
+    let header = |name| {
+        let mut values = request.headers().get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(value), None) => value.to_str().map(Some).map_err(|_| ()),
+            (Some(_), Some(_)) => Err(()),
+        }
+    };
+    match header(hyper::header::HOST) {
+        Ok(Some(host)) if endpoints.hosts.iter().any(|a| host_matches(a, host)) => {}
+        _ => return Err("host_not_allowed"),
+    }
+    match header(hyper::header::ORIGIN) {
+        Ok(None) => Ok(()),
+        Ok(Some(origin))
+            if endpoints
+                .origins
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(origin)) =>
+        {
+            Ok(())
+        }
+        _ => Err("origin_not_allowed"),
+    }
+}
+
+/// Whether the `Host` value `host` is the allowed `allowed`: the same `host:port`, or,
+/// for an allowed value without a port, the same host on any port (as `rmcp` matches).
+fn host_matches(allowed: &str, host: &str) -> bool {
+    if allowed.eq_ignore_ascii_case(host) {
+        return true;
+    }
+    let name = match host.rsplit_once(':') {
+        // `[::1]:80` and `name:80`; a bare IPv6 literal has no port to strip.
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            if name.starts_with('[') || !name.contains(':') {
+                name
+            } else {
+                host
+            }
+        }
+        _ => host,
+    };
+    let has_port = allowed.rsplit_once(':').is_some_and(|(name, port)| {
+        port.bytes().all(|b| b.is_ascii_digit()) && (name.starts_with('[') || !name.contains(':'))
+    });
+    !has_port && allowed.eq_ignore_ascii_case(name)
+}
+
+/// The whole body, at most `limit` bytes and within [`HEAD_READ_TIMEOUT`]: `Err` is the
+/// status and the refusal's code.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, (StatusCode, &'static str)> {
+    let collected = tokio::time::timeout(
+        HEAD_READ_TIMEOUT,
+        http_body_util::Limited::new(body, limit).collect(),
+    )
+    .await;
+    match collected {
+        Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "body_timeout")),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err((StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"))
+        }
+        Ok(Err(_)) => Err((StatusCode::BAD_REQUEST, "body_unreadable")),
+    }
+}
+
+/// The JSON-RPC `method` of a posted message, when it is one object that names one.
+fn mcp_method(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct MethodOnly {
+        method: Option<String>,
+    }
+    serde_json::from_slice::<MethodOnly>(body)
+        .ok()
+        .and_then(|m| m.method)
+        .filter(|m| m.len() <= 64)
+}
+
+/// A plain-text answer with `status`.
+fn plain(status: StatusCode, text: &'static str) -> Answer {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
+    *response.status_mut() = status;
     response
 }
 
@@ -337,6 +562,21 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn hosts_match_with_their_port_or_any_port_when_allowed_without_one() {
+        assert!(host_matches("127.0.0.1:4100", "127.0.0.1:4100"));
+        assert!(host_matches("LOCALHOST:4100", "localhost:4100"));
+        assert!(!host_matches("127.0.0.1:4100", "127.0.0.1:4101"));
+        assert!(!host_matches("127.0.0.1:4100", "127.0.0.1"));
+        assert!(host_matches("127.0.0.1", "127.0.0.1:4100"));
+        assert!(host_matches("tools.internal", "tools.internal"));
+        assert!(!host_matches("tools.internal", "tools.internal.evil:80"));
+        assert!(!host_matches("tools.internal", "evil.example:80"));
+        assert!(host_matches("[::1]", "[::1]:4100"));
+        assert!(host_matches("[::1]:4100", "[::1]:4100"));
+        assert!(!host_matches("[::1]:4100", "[::1]:4"));
     }
 
     #[test]

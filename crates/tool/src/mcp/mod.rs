@@ -21,7 +21,9 @@ mod environment;
 mod http;
 mod inflight;
 mod listing;
+mod request_audit;
 mod server;
+mod session;
 mod tls;
 
 pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
@@ -30,5 +32,7 @@ pub use http::{
     MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, MCP_HTTP_PATH,
 };
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
+pub use request_audit::{HTTP_REQUEST_RECORD, RequestRecord};
 pub use server::{McpTransport, serve_mcp};
+pub use session::{ENVELOPES_PATH, SESSION_HEADER};
 pub use tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsError, TlsFiles};

@@ -35,6 +35,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use evidence_result::ToolResult;
+use hyper::http::request::Parts;
+use jiff::Timestamp;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -55,11 +57,14 @@ use crate::mcp::environment::{MCP_FLAG, keep_only_own_variables};
 use crate::mcp::http::{self, HttpListen, MCP_HTTP_FLAG, MCP_HTTP_PATH};
 use crate::mcp::inflight::{InFlight, query_ids};
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
+use crate::mcp::request_audit::{HTTP_REQUEST_RECORD, RequestRecord, write_request_record};
+use crate::mcp::session::{self, session_envelope};
 use crate::mcp::tls::TlsFiles;
 use crate::output::write_audit;
 use crate::runtime::block_on_to_exit;
 use crate::runtime_context::RuntimeContext;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{CallEnvelope, Sandbox};
+use crate::session_store::SessionStore;
 use crate::tools::PackageTool;
 
 /// The server of one tool: the package and runtime context it read at start, its
@@ -73,6 +78,8 @@ struct PackageServer<T: PackageTool> {
     permits: Arc<Semaphore>,
     calls: TaskTracker,
     inflight: Arc<InFlight>,
+    /// The session store, over HTTP: each call runs under its session's envelope.
+    sessions: Option<SessionStore>,
 }
 
 impl<T: PackageTool> Clone for PackageServer<T> {
@@ -83,6 +90,7 @@ impl<T: PackageTool> Clone for PackageServer<T> {
             permits: self.permits.clone(),
             calls: self.calls.clone(),
             inflight: self.inflight.clone(),
+            sessions: self.sessions.clone(),
         }
     }
 }
@@ -146,14 +154,30 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
     // stderr.
     // Over MCP nothing else keeps the turn: the server also needs the turn ledger it
     // shares with the other packages' servers.
-    let started = Sandbox::<T>::start(RuntimeContext::from_env(T::TOOL));
-    if let Err(failure) = started.as_ref().map_err(Clone::clone).and_then(|s| {
+    // Over HTTP every call runs under its own session's envelope, kept in the session
+    // store beside the turn ledger.
+    let mut context = RuntimeContext::from_env(T::TOOL);
+    let over_http = matches!(transport, McpTransport::Http(_));
+    let sessions = if over_http {
+        context.serve_sessions()
+    } else {
+        Ok(())
+    };
+    let started = sessions.and_then(|()| Sandbox::<T>::start(context));
+    let store = started.as_ref().map_err(Clone::clone).and_then(|s| {
         s.readiness()?;
-        s.context().require_turn_ledger().map(drop)
-    }) {
-        refuse_session(T::TOOL.binary_name(), &failure).await;
-        return Err(ToolError::Mcp(format!("not started: {failure}")));
-    }
+        let store = s.context().session_store(s.package().identity())?;
+        Ok(over_http.then_some(store))
+    });
+    let store = match store {
+        Ok(store) => store,
+        Err(failure) => {
+            if !over_http {
+                refuse_session(T::TOOL.binary_name(), &failure).await;
+            }
+            return Err(ToolError::Mcp(format!("not started: {failure}")));
+        }
+    };
     let served = started.map_err(|failure| ToolError::Mcp(failure.to_string()))?;
     let package = served.package();
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
@@ -167,6 +191,7 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
         permits: Arc::new(Semaphore::new(concurrency)),
         calls: TaskTracker::new(),
         inflight: inflight.clone(),
+        sessions: store,
     };
     let mut stop = StopSignals::new()?;
     let stop_serving = CancellationToken::new();
@@ -227,10 +252,48 @@ async fn serve_http<T: PackageTool>(
     let bound = listener
         .local_addr()
         .map_err(|e| ToolError::Mcp(format!("cannot read the bound address: {e}")))?;
+    let store = server
+        .sessions
+        .clone()
+        .ok_or_else(|| ToolError::Mcp("no session store".to_owned()))?;
+    let (delivering, recording) = (server.served.clone(), server.served.clone());
+    let endpoints = http::Endpoints {
+        deliver: Arc::new(move |body: &[u8]| {
+            session::deliver(
+                delivering.package(),
+                delivering.context(),
+                &store,
+                body,
+                Timestamp::now(),
+            )
+        }),
+        record: Arc::new(move |seen: http::Seen| {
+            let package = recording.package();
+            let record = RequestRecord {
+                record: HTTP_REQUEST_RECORD,
+                time: seen.time,
+                stream: package.manifest().audit_stream.clone(),
+                package: package.identity().clone(),
+                digest: package.digest(),
+                method: seen.method,
+                path: seen.path,
+                mcp_method: seen.mcp_method,
+                status: seen.status,
+                refused: seen.refused,
+                policy_id: seen.policy_id,
+                duration_ms: seen.duration_ms,
+            };
+            if let Err(e) = write_request_record(&record, recording.context().audit_log()) {
+                eprintln!("{}: {e}", T::TOOL.binary_name());
+            }
+        }),
+        hosts: listen.allowed_hosts(bound),
+        origins: listen.allowed_origins(bound),
+    };
     let service = http::service(server, listen.config(bound, stop.clone()));
     let scheme = listen.scheme();
     eprintln!("{name} {MCP_HTTP_FLAG}: serving {scheme}://{bound}{MCP_HTTP_PATH}");
-    http::serve(name, listener, tls, service, stop).await;
+    http::serve(name, listener, tls, service, endpoints, stop).await;
     Ok(())
 }
 
@@ -342,6 +405,14 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         let args = arguments.to_string();
         let (served, permits) = (self.served.clone(), self.permits.clone());
         let inflight = self.inflight.clone();
+        let envelope = match &self.sessions {
+            None => CallEnvelope::Context,
+            Some(store) => CallEnvelope::Session(session_envelope(
+                context.extensions.get::<Parts>(),
+                store,
+                Timestamp::now(),
+            )),
+        };
         let key = inflight.enter(&args);
         let cancelled = context.ct.clone();
         let deadline = served
@@ -357,7 +428,7 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
                             permit.map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
                         let args = args.clone();
                         served
-                            .answer_with(move || Ok(args), started, deadline)
+                            .answer_with(move || Ok(args), envelope, started, deadline)
                             .await
                     }
                     Err(_) => {
