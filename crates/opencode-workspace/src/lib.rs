@@ -26,7 +26,7 @@ pub use generate::{
     CheckError, FileChange, GenerateError, GenerateOptions, GenerationReport, Generator, Mode,
     WorkspaceSkill, check_placement,
 };
-pub use mcp::McpServer;
+pub use mcp::{McpServer, SESSION_HEADER, SESSION_TOKEN_ENV};
 pub use names::AgentRole;
 pub use orchestration::Orchestration;
 pub use outputs::{ChildOutputError, ChildOutputReader};

@@ -1,5 +1,6 @@
-//! Local (stdio) MCP servers the generator registers under `mcp` in `opencode.json`, one
-//! per managed tool package, and the tool names OpenCode derives from them.
+//! The MCP servers the generator registers under `mcp` in `opencode.json`, one per managed
+//! tool package: local (stdio, started by OpenCode) or remote (Streamable HTTP, running
+//! apart), and the tool names OpenCode derives from them.
 //!
 //! OpenCode 1.18.33 names every MCP tool `<server>_<tool>`, each part with characters
 //! outside `[A-Za-z0-9_-]` replaced by `_` (its `toolName` function; always prefixed, also
@@ -11,18 +12,34 @@ use std::collections::BTreeMap;
 
 use crate::ordered_json::{Json, Object};
 
-/// One local MCP server: a command with arguments and an environment map, started by
-/// OpenCode over stdio.
+/// The header that carries the diagnosis session's token to a remote tool server.
+pub const SESSION_HEADER: &str = "X-Evidence-Session";
+
+/// The variable of OpenCode's environment that holds the session's token; a remote
+/// server's [`SESSION_HEADER`] is filled from it (`{env:EVIDENCE_SESSION_TOKEN}`).
+pub const SESSION_TOKEN_ENV: &str = "EVIDENCE_SESSION_TOKEN";
+
+/// One MCP server OpenCode uses: local (a command with arguments and an environment map,
+/// started by OpenCode over stdio, [`McpServer::new`]) or remote (a URL OpenCode connects
+/// to over Streamable HTTP with static headers and OAuth off, [`McpServer::remote`]).
 ///
-/// The environment is written into `opencode.json` as plain text. Put no secret value
-/// there: name it with OpenCode's substitution `{env:VARIABLE}` instead, so the value
-/// comes from OpenCode's own environment.
+/// The environment and the headers are written into `opencode.json` as plain text. Put no
+/// secret value there: name it with OpenCode's substitution `{env:VARIABLE}` instead, so
+/// the value comes from OpenCode's own environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServer {
     name: String,
     command: String,
     args: Vec<String>,
     environment: BTreeMap<String, String>,
+    remote: Option<Remote>,
+}
+
+/// The connection of a remote server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Remote {
+    url: String,
+    headers: BTreeMap<String, String>,
 }
 
 /// Why a server is refused.
@@ -45,6 +62,16 @@ pub enum McpServerError {
     InvalidCommand {
         /// The server.
         name: String,
+    },
+    /// The URL of a remote server is not `http://` or `https://` with a host, or has
+    /// white space or control characters, or is plain `http://` to a host other than a
+    /// loopback address (the tool servers serve plain HTTP on loopback only).
+    #[error("invalid option mcp server: server {name}: {why}")]
+    InvalidUrl {
+        /// The server.
+        name: String,
+        /// What is wrong with the URL.
+        why: String,
     },
 }
 
@@ -73,7 +100,74 @@ impl McpServer {
             command,
             args: Vec::new(),
             environment: BTreeMap::new(),
+            remote: None,
         })
+    }
+
+    /// A remote server named `name` (as for [`McpServer::new`]) at `url`, OpenCode sending
+    /// [`SESSION_HEADER`] from `{env:EVIDENCE_SESSION_TOKEN}` on every request, OAuth off.
+    /// `url` is `https://HOST[:PORT]/PATH`, or `http://` to a loopback address
+    /// (`127.0.0.0/8`, `[::1]`, `localhost`).
+    pub fn remote(name: impl Into<String>, url: impl Into<String>) -> Result<Self, McpServerError> {
+        let url = url.into();
+        let mut server = Self::new(name, "remote")?;
+        let invalid = |why: String| McpServerError::InvalidUrl {
+            name: server.name.clone(),
+            why,
+        };
+        if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(format!(
+                "{url:?} has white space or control characters"
+            )));
+        }
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| invalid(format!("{url:?} is not an http:// or https:// URL")))?;
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let host = if host.starts_with('[') {
+            host.split_once(']')
+                .map_or(host, |(h, _)| h)
+                .trim_start_matches('[')
+        } else {
+            host.split(':').next().unwrap_or_default()
+        };
+        if host.is_empty() || authority.contains('@') {
+            return Err(invalid(format!(
+                "{url:?} names no host, or holds credentials"
+            )));
+        }
+        match scheme.to_ascii_lowercase().as_str() {
+            "https" => {}
+            "http" => {
+                let loopback = host.eq_ignore_ascii_case("localhost")
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                if !loopback {
+                    return Err(invalid(format!(
+                        "{url:?} is plain HTTP to {host}, which is not a loopback address: a \
+                         tool server serves plain HTTP on loopback only, so use https://"
+                    )));
+                }
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "{url:?} is not an http:// or https:// URL"
+                )));
+            }
+        }
+        let headers = BTreeMap::from([(
+            SESSION_HEADER.to_owned(),
+            format!("{{env:{SESSION_TOKEN_ENV}}}"),
+        )]);
+        server.remote = Some(Remote { url, headers });
+        Ok(server)
+    }
+
+    /// The URL of a remote server; `None` for a local one.
+    pub fn url(&self) -> Option<&str> {
+        self.remote.as_ref().map(|r| r.url.as_str())
     }
 
     /// Appends a command-line argument.
@@ -116,9 +210,23 @@ impl McpServer {
     }
 
     /// The `mcp.<name>` JSON value:
-    /// `{"type": "local", "command": [command, args...], "environment": {...}, "enabled": true}`.
+    /// `{"type": "local", "command": [command, args...], "environment": {...}, "enabled": true}`,
+    /// or for a remote server
+    /// `{"type": "remote", "url": URL, "headers": {...}, "oauth": false, "enabled": true}`.
     pub(crate) fn to_json(&self) -> Json {
         let mut object = Object::new();
+        if let Some(remote) = &self.remote {
+            object.insert("type", Json::str("remote"));
+            object.insert("url", Json::str(remote.url.as_str()));
+            let mut headers = Object::new();
+            for (key, value) in &remote.headers {
+                headers.insert(key.clone(), Json::str(value.as_str()));
+            }
+            object.insert("headers", Json::Object(headers));
+            object.insert("oauth", Json::Bool(false));
+            object.insert("enabled", Json::Bool(true));
+            return Json::Object(object);
+        }
         object.insert("type", Json::str("local"));
         let command = std::iter::once(&self.command)
             .chain(self.args.iter())
@@ -150,6 +258,36 @@ mod tests {
             assert!(McpServer::new(bad, "x").is_err(), "{bad}");
         }
         assert!(McpServer::new("x", " ").is_err());
+        let remote = McpServer::remote("clinic", "http://127.0.0.1:8931/mcp").unwrap();
+        assert_eq!(remote.url(), Some("http://127.0.0.1:8931/mcp"));
+        assert_eq!(
+            serde_json::to_string(&remote.to_json()).unwrap(),
+            r#"{"type":"remote","url":"http://127.0.0.1:8931/mcp","headers":{"X-Evidence-Session":"{env:EVIDENCE_SESSION_TOKEN}"},"oauth":false,"enabled":true}"#
+        );
+        for ok in [
+            "http://localhost:1/mcp",
+            "http://[::1]:1/mcp",
+            "https://tools.internal:8443/mcp",
+        ] {
+            assert!(McpServer::remote("x", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ftp://127.0.0.1/mcp",
+            "127.0.0.1:1/mcp",
+            "http://tools.internal/mcp",
+            "http://0.0.0.0:1/mcp",
+            "https:///mcp",
+            "https://user:pw@tools.internal/mcp",
+            "https://tools.internal/m cp",
+        ] {
+            assert!(
+                matches!(
+                    McpServer::remote("x", bad),
+                    Err(McpServerError::InvalidUrl { .. })
+                ),
+                "{bad}"
+            );
+        }
         // Said to people as written, not as a sanitized tool name (`clinic__tool_`).
         assert_eq!(
             McpServer::new("clinic", "x").unwrap().tool_names(),

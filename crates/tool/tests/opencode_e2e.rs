@@ -11,7 +11,10 @@
 //! new case is one more step and one more expectation. The three servers share one turn
 //! ledger: the first evidence pass is one turn (an unchanged retry is refused; a shared
 //! failure of Manus stops the turn for Clinic's next call), and the extra pass runs
-//! under new envelopes, a new turn.
+//! under new envelopes, a new turn. The diagnosis runs over stdio servers OpenCode starts
+//! and over remote servers (Streamable HTTP, each started apart with only its own
+//! variables, OpenCode holding only the session's token; the next turn's envelopes are
+//! delivered to the servers while OpenCode runs).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e;
@@ -25,7 +28,7 @@ use e2e::agents::{
     ANALYST_WRITES_EVIDENCE, EVIDENCE_LOADS_SKILL, EVIDENCE_REREADS_ANALYSIS,
     EVIDENCE_WRITES_ANALYSIS, Expect, METRICS_FILE, ManagedCall, SHARED_FAILURE, ToolNames,
 };
-use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV, NEXT_POLICY_ID, POLICY_ID};
+use e2e::deployment::{Deployment, MODEL_KEY, MODEL_KEY_ENV, NEXT_POLICY_ID, POLICY_ID, Shape};
 use e2e::orchestrator::{Protocol, required_skills};
 use e2e::transcript::{REFUSED, Transcript, WROTE, read_contents};
 use evidence_result::{
@@ -37,7 +40,7 @@ use opencode_workspace::layout::{ANALYST_OUTPUT, EVIDENCE_AGENT_OUTPUT, REPORT_P
 use opencode_workspace::orchestration::{ChildOutcome, Conclusion, Step};
 use opencode_workspace::outputs::{ChildFailure, DiagnosisContext};
 use opencode_workspace::protocol::INSUFFICIENT_EVIDENCE_REPLY;
-use opencode_workspace::{AgentRole, ChildOutputReader};
+use opencode_workspace::{AgentRole, ChildOutputReader, SESSION_TOKEN_ENV};
 use serde_json::Value;
 
 const ORCHESTRATOR: &str = "diagnosis-orchestrator";
@@ -166,7 +169,22 @@ fn check_managed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
-    let deployment = Arc::new(Deployment::start().await);
+    diagnose_over(Shape::Stdio).await;
+}
+
+/// The same diagnosis with the three servers over Streamable HTTP, each started apart
+/// with only its own variables, OpenCode holding only the session's token: the second
+/// evidence pass runs under the replaced policy the runtime delivered to the servers,
+/// and no provider secret, key or envelope is in OpenCode's environment, configuration,
+/// home, logs or workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_three_agent_diagnosis_runs_in_opencode_over_remote_servers() {
+    diagnose_over(Shape::Remote).await;
+}
+
+/// The three-agent diagnosis over the servers of `shape` (see the tests above).
+async fn diagnose_over(shape: Shape) {
+    let deployment = Arc::new(Deployment::start(shape).await);
     let names = ToolNames(
         deployment
             .packages
@@ -194,6 +212,11 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
     // failure's call the Manus target starts refusing the reader; before the extra pass
     // the runtime writes the next turn's envelopes (and Manus serves again).
     let seen = environs.clone();
+    // In the remote shape, the environment of every process that holds the session
+    // token (OpenCode and its children) is read at each call.
+    let agent_side: Arc<Mutex<Vec<BTreeMap<String, String>>>> = Arc::default();
+    let agent_seen = agent_side.clone();
+    let token = deployment.session.as_ref().map(|t| t.expose().to_owned());
     let sent: Sent = Arc::default();
     let noted = sent.clone();
     let providers = deployment.clone();
@@ -209,6 +232,14 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
         if call == next_pass {
             providers.manus_front.set_forbidden(false);
             providers.next_turn();
+        }
+        if let Some(token) = &token {
+            agent_seen
+                .lock()
+                .unwrap()
+                .extend(environments_holding(&format!(
+                    "{SESSION_TOKEN_ENV}={token}"
+                )));
         }
         let mut seen = seen.lock().unwrap();
         for (identity, pid_file) in &watched {
@@ -241,10 +272,14 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
     let home = tempfile::tempdir().unwrap();
     let ws = e2e::workspace(dir.path(), &generator, &model);
 
-    // OpenCode holds every package's secrets (each server's configuration names its own
-    // as `{env:NAME}`), the model's key and the signer's key id: all of it reaches every
-    // server process OpenCode starts.
-    let mut env: Vec<(&str, String)> = deployment.secrets.clone();
+    // Over stdio OpenCode holds every package's secrets (each server's configuration
+    // names its own as `{env:NAME}`), the model's key and the signer's key id: all of it
+    // reaches every server process OpenCode starts. In the remote shape it holds the
+    // session's token instead of the secrets.
+    let mut env: Vec<(&str, String)> = match &deployment.session {
+        None => deployment.secrets.clone(),
+        Some(token) => vec![(SESSION_TOKEN_ENV, token.expose().to_owned())],
+    };
     env.push((MODEL_KEY_ENV, MODEL_KEY.to_owned()));
     env.push(("EVIDENCE_SIGNING_KID", "decoy-signer-2026".to_owned()));
     let cli = e2e::opencode(home.path(), &env);
@@ -285,6 +320,120 @@ async fn the_three_agent_diagnosis_runs_in_opencode_over_the_three_packages() {
         &run,
     );
     check_environments(&deployment, &environs.lock().unwrap());
+    if shape == Shape::Remote {
+        check_agent_side(
+            &deployment,
+            &agent_side.lock().unwrap(),
+            &[&ws, home.path()],
+            &run,
+        );
+    }
+}
+
+/// The environment of every process whose environment holds `entry` (`NAME=value`).
+fn environments_holding(entry: &str) -> Vec<BTreeMap<String, String>> {
+    let mut found = Vec::new();
+    for process in std::fs::read_dir("/proc").unwrap().flatten() {
+        let is_pid = process
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        let Ok(environ) = std::fs::read(process.path().join("environ")) else {
+            continue;
+        };
+        if !is_pid || !environ.split(|b| *b == 0).any(|e| e == entry.as_bytes()) {
+            continue;
+        }
+        found.push(
+            environ
+                .split(|b| *b == 0)
+                .filter(|e| !e.is_empty())
+                .map(|e| {
+                    let e = String::from_utf8_lossy(e);
+                    let (name, value) = e.split_once('=').unwrap_or((&e, ""));
+                    (name.to_owned(), value.to_owned())
+                })
+                .collect(),
+        );
+    }
+    found
+}
+
+/// The remote shape's agent side holds no provider secret, key or envelope: not in the
+/// environment of any process of OpenCode's (read during the run: `/proc/<pid>/environ`),
+/// not in its configuration, its home (logs, session store), the workspace or its output;
+/// its configuration names no variable but the session token and the model's key, and
+/// every server OpenCode registered is remote.
+fn check_agent_side(
+    deployment: &Deployment,
+    environs: &[BTreeMap<String, String>],
+    roots: &[&std::path::Path],
+    run: &e2e::RunOutput,
+) {
+    assert!(
+        !environs.is_empty(),
+        "no process of OpenCode's was found holding the token"
+    );
+    let provider_secrets: Vec<String> = deployment
+        .secrets
+        .iter()
+        .map(|(_, v)| v.clone())
+        .chain(deployment.inner_secrets.iter().cloned())
+        .collect();
+    let forbidden: Vec<&String> = provider_secrets
+        .iter()
+        .chain(deployment.signing_material())
+        .collect();
+    for environ in environs {
+        for (name, value) in environ {
+            assert!(
+                !forbidden.iter().any(|f| value.contains(f.as_str())),
+                "OpenCode's process holds a provider secret or signing material in {name}"
+            );
+            assert!(
+                !name.starts_with("CLINIC_")
+                    && !name.starts_with("MANUS_")
+                    && !name.starts_with("WETECH_")
+                    && name != "EVIDENCE_SIGNING_KEY"
+                    && name != "EVIDENCE_TRUSTED_CONTEXT"
+                    && name != "EVIDENCE_POLICY_KEYS",
+                "OpenCode's process holds {name}"
+            );
+        }
+    }
+    let material: Vec<String> = provider_secrets
+        .into_iter()
+        .chain(deployment.signing_material().iter().cloned())
+        .collect();
+    let found = e2e::secrets_in_files(roots, &material);
+    assert!(
+        found.is_empty(),
+        "secrets or signing material in files: {found:?}"
+    );
+    for text in [&run.stdout, &run.stderr] {
+        assert!(!material.iter().any(|m| text.contains(m.as_str())));
+    }
+    let ws = roots[0];
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.join(opencode_workspace::layout::CONFIG_PATH)).unwrap(),
+    )
+    .unwrap();
+    let text = config.to_string();
+    let named: BTreeSet<&str> = text
+        .split("{env:")
+        .skip(1)
+        .filter_map(|rest| rest.split('}').next())
+        .collect();
+    assert_eq!(
+        named,
+        BTreeSet::from([SESSION_TOKEN_ENV, MODEL_KEY_ENV]),
+        "{text}"
+    );
+    for package in &deployment.packages {
+        let entry = &config["mcp"][package.identity()];
+        assert_eq!(entry["type"], "remote", "{entry}");
+        assert_eq!(entry["oauth"], false, "{entry}");
+    }
 }
 
 /// The orchestrator's `task` tool offers exactly the two subagents; every task a

@@ -1,8 +1,13 @@
 //! The three managed tool packages deployed as an OpenCode workspace registers them:
 //! deployable folders made by `package-tool`, a signed Ed25519 envelope each, real
 //! Prometheus behind the Clinic and Manus test fronts, the Grafana test front and real
-//! Chromium for Wetech, and one local MCP server per package whose secrets come from
-//! OpenCode's environment (`{env:NAME}`), never from the workspace's files.
+//! Chromium for Wetech, and one MCP server per package in one of two [`Shape`]s:
+//! - [`Shape::Stdio`]: a local server OpenCode starts, whose secrets come from OpenCode's
+//!   environment (`{env:NAME}`), never from the workspace's files;
+//! - [`Shape::Remote`]: a server over Streamable HTTP started apart, in its own process
+//!   with only its own variables, which OpenCode reaches with the session's token as its
+//!   one credential; the runtime delivers each envelope (signed for the session) to the
+//!   server.
 //!
 //! The three servers share one turn ledger (`EVIDENCE_TURN_LEDGER`), as the runtime of
 //! one evidence turn gives them; each package also has a second envelope signed under
@@ -29,8 +34,10 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::support::{
-    audit_records, deploy, entrypoint, limits, new_ledger, policy, runtime_env_sharing, sign,
+    HttpServer, audit_records, deploy, entrypoint, limits, new_ledger, policy, runtime_env_sharing,
+    sign,
 };
+use evidence_policy::SessionToken;
 
 /// The id of the trusted policy of the diagnosed turn, the same in each package's
 /// envelope.
@@ -41,6 +48,15 @@ pub const NEXT_POLICY_ID: &str = "pol-APID-29213-e2e-2";
 
 /// The variable naming the scripted model's API key in OpenCode's environment.
 pub const MODEL_KEY_ENV: &str = "SCRIPTED_MODEL_API_KEY";
+
+/// How the packages' servers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Local servers OpenCode starts over stdio, the secrets in OpenCode's environment.
+    Stdio,
+    /// Servers over Streamable HTTP started apart, OpenCode holding only the session token.
+    Remote,
+}
 
 /// One package as deployed and registered.
 pub struct Package {
@@ -60,6 +76,8 @@ pub struct Package {
     pub server: McpServer,
     /// The names of its own secrets (its auth binding's variables).
     pub own_secrets: Vec<&'static str>,
+    /// Its server over HTTP, in the remote shape.
+    pub http: Option<HttpServer>,
 }
 
 impl Package {
@@ -76,6 +94,9 @@ impl Package {
     /// Its audit records so far.
     pub fn audit_records(&self) -> Vec<Value> {
         audit_records(&self.audit)
+            .into_iter()
+            .filter(|r| r.get("record").is_none())
+            .collect()
     }
 }
 
@@ -115,6 +136,9 @@ pub struct Deployment {
     _main: Prometheus,
     _vida: Prometheus,
     _slot: BrowserSlot,
+    /// The session's token, in the remote shape: what OpenCode holds.
+    pub session: Option<SessionToken>,
+    signing_material: Vec<String>,
     ledger: PathBuf,
     dir: tempfile::TempDir,
 }
@@ -135,6 +159,41 @@ fn wrapper(dir: &Path, pid_file: &Path, entrypoint: &Path) -> PathBuf {
     path
 }
 
+/// The local server of package `identity` OpenCode starts over stdio (through the
+/// wrapper that writes its process id to `pid_file`), its runtime variables and
+/// deployment configuration in its entry and its secrets named as `{env:NAME}`.
+#[allow(clippy::too_many_arguments)]
+fn stdio_server(
+    identity: &str,
+    home: &Path,
+    pid_file: &Path,
+    package_dir: &Path,
+    signed: &crate::support::Signed,
+    audit: &Path,
+    ledger: &Path,
+    deployment: Vec<(&'static str, String)>,
+    own: &[&'static str],
+) -> McpServer {
+    let command = wrapper(home, pid_file, &entrypoint(package_dir));
+    let mut server = McpServer::new(identity.to_owned(), command.display().to_string())
+        .unwrap()
+        .arg(evidence_tool::mcp::MCP_FLAG);
+    for (name, value) in runtime_env_sharing(signed, audit, ledger)
+        .into_iter()
+        .chain(deployment)
+    {
+        server = server.env(name, value);
+    }
+    // OpenCode substitutes `{env:NAME}` into the configuration text as it is, so
+    // a value holding JSON (the storage state) would break the file and OpenCode
+    // would print it: that secret reaches its server through the environment
+    // OpenCode starts it with, named nowhere in the configuration.
+    for name in own.iter().filter(|n| **n != "WETECH_STORAGE_STATE") {
+        server = server.env(*name, format!("{{env:{name}}}"));
+    }
+    server
+}
+
 const CLINIC_TOKEN: &str = "e2e-clinic-token-5e6f7a8b9c";
 const MANUS_USER: &str = "e2e-manus-reader-7f3a2b";
 const MANUS_PASSWORD: &str = "e2e-manus-password-0b9c1d2e";
@@ -144,9 +203,11 @@ pub const MODEL_KEY: &str = "e2e-model-key-1c2d3e4f5a";
 
 impl Deployment {
     /// Deploys the three packages (Clinic v3, Manus v2 on `vida`, Wetech v2), signs one
-    /// envelope each for the APID-29213 window, and starts the providers. Holds the
-    /// browser slot for Wetech's Chromium until dropped.
-    pub async fn start() -> Self {
+    /// envelope each for the APID-29213 window (for the session, in the remote shape), and
+    /// starts the providers, and in the remote shape the three servers (each envelope of
+    /// the first turn delivered). Holds the browser slot for Wetech's Chromium until
+    /// dropped.
+    pub async fn start(shape: Shape) -> Self {
         let slot = BrowserSlot::acquire().await;
         let main = Prometheus::start(test_support::Fixture::Main)
             .await
@@ -196,6 +257,7 @@ impl Deployment {
 
         let dir = tempfile::tempdir().unwrap();
         let ledger = new_ledger(dir.path());
+        let session = (shape == Shape::Remote).then(SessionToken::mint);
         let mut packages = Vec::new();
         for (tool, revision, binary, extra, deployment, own) in [
             (
@@ -240,6 +302,9 @@ impl Deployment {
             std::fs::create_dir_all(&home).unwrap();
             let (package_dir, _) = deploy(&home, &identity, revision, binary);
             let mut extra = extra;
+            if let Some(token) = &session {
+                extra["session"] = json!(token.digest().to_string());
+            }
             extra["policy_id"] = json!(NEXT_POLICY_ID);
             let next = sign(
                 &home,
@@ -248,6 +313,10 @@ impl Deployment {
                 &policy(tool.provider().as_str(), &identity, extra.clone()),
             );
             extra["policy_id"] = json!(POLICY_ID);
+            // The first turn's policy was issued before the next one's: a session's
+            // envelopes are ordered by when they were issued.
+            let issued = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(30);
+            extra["issued_at"] = json!(issued.to_string());
             let signed = sign(
                 &home,
                 "envelope.json",
@@ -256,23 +325,44 @@ impl Deployment {
             );
             let audit = home.join("audit.jsonl");
             let pid_file = home.join("server.pid");
-            let command = wrapper(&home, &pid_file, &entrypoint(&package_dir));
-            let mut server = McpServer::new(identity.clone(), command.display().to_string())
-                .unwrap()
-                .arg(evidence_tool::mcp::MCP_FLAG);
-            for (name, value) in runtime_env_sharing(&signed, &audit, &ledger)
-                .into_iter()
-                .chain(deployment)
-            {
-                server = server.env(name, value);
-            }
-            // OpenCode substitutes `{env:NAME}` into the configuration text as it is, so
-            // a value holding JSON (the storage state) would break the file and OpenCode
-            // would print it: that secret reaches its server through the environment
-            // OpenCode starts it with, named nowhere in the configuration.
-            for name in own.iter().filter(|n| **n != "WETECH_STORAGE_STATE") {
-                server = server.env(*name, format!("{{env:{name}}}"));
-            }
+            let (server, http) = if shape == Shape::Remote {
+                // Its own process with only its own variables: the runtime's (no envelope
+                // file), its deployment configuration and its own secrets.
+                let env: Vec<(&'static str, String)> =
+                    runtime_env_sharing(&signed, &audit, &ledger)
+                        .into_iter()
+                        .filter(|(name, _)| *name != "EVIDENCE_TRUSTED_CONTEXT")
+                        .chain(deployment)
+                        .chain(
+                            secrets
+                                .iter()
+                                .filter(|(name, _)| own.contains(name))
+                                .cloned(),
+                        )
+                        .collect();
+                let http = HttpServer::start(&entrypoint(&package_dir), &env);
+                std::fs::write(&pid_file, http.child.id().to_string()).unwrap();
+                let first = std::fs::read_to_string(&signed.envelope).unwrap();
+                let (status, answer) = http.deliver(&first, None);
+                assert_eq!(status, 200, "{identity}: {answer}");
+                let server = McpServer::remote(identity.clone(), http.url()).unwrap();
+                (server, Some(http))
+            } else {
+                (
+                    stdio_server(
+                        &identity,
+                        &home,
+                        &pid_file,
+                        &package_dir,
+                        &signed,
+                        &audit,
+                        &ledger,
+                        deployment,
+                        &own,
+                    ),
+                    None,
+                )
+            };
             packages.push(Package {
                 tool,
                 dir: package_dir,
@@ -282,9 +372,21 @@ impl Deployment {
                 pid_file,
                 server,
                 own_secrets: own,
+                http,
             });
         }
+        let mut signing_material = vec![crate::support::signing_key()];
+        for package in &packages {
+            for path in [&package.envelope, &package.next_envelope] {
+                let envelope: Value =
+                    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+                for part in ["signature", "payload"] {
+                    signing_material.push(envelope[part].as_str().unwrap().to_owned());
+                }
+            }
+        }
         Deployment {
+            signing_material,
             packages,
             clinic_front,
             manus_front,
@@ -297,6 +399,7 @@ impl Deployment {
             _main: main,
             _vida: vida,
             _slot: slot,
+            session,
             ledger,
             dir,
         }
@@ -318,14 +421,30 @@ impl Deployment {
     }
 
     /// What the runtime does before the next evidence turn: it writes each package's
-    /// envelope of [`NEXT_POLICY_ID`] where the package's server reads its envelope (once;
-    /// later calls change nothing).
+    /// envelope of [`NEXT_POLICY_ID`] where the package's stdio server reads its envelope,
+    /// or delivers it to the package's server over HTTP (once; later calls change
+    /// nothing).
     pub fn next_turn(&self) {
         for package in &self.packages {
-            if package.next_envelope.exists() {
+            if !package.next_envelope.exists() {
+                continue;
+            }
+            if let Some(http) = &package.http {
+                let next = std::fs::read_to_string(&package.next_envelope).unwrap();
+                let (status, answer) = http.deliver(&next, None);
+                assert_eq!(status, 200, "{}: {answer}", package.identity());
+                assert_eq!(answer["replaced"], POLICY_ID, "{answer}");
+                std::fs::remove_file(&package.next_envelope).unwrap();
+            } else {
                 std::fs::rename(&package.next_envelope, &package.envelope).unwrap();
             }
         }
+    }
+
+    /// Every envelope's signature and payload and the signing key: what no process or
+    /// file of the agent side may hold.
+    pub fn signing_material(&self) -> &[String] {
+        &self.signing_material
     }
 
     /// Every secret value that must appear nowhere the model, the workspace or a log

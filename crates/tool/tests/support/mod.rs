@@ -12,8 +12,11 @@ use base64::Engine as _;
 use evidence_test_support as test_support;
 use serde_json::{Value, json};
 
+mod http_server;
 mod sdk;
 mod wire;
+#[allow(unused_imports)]
+pub use http_server::{HttpServer, deliver_to};
 #[allow(unused_imports)]
 pub use sdk::{python, run_client};
 #[allow(unused_imports)]
