@@ -5,6 +5,7 @@
 //!     [--catalog <agentkit/config/SKILL_CATALOG.md>]
 //!     [--task-tool detect|load-skills|prompt|none] [--opencode <path to opencode>]
 //!     [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...
+//!     [--mcp-remote <name>=<url>]...
 //! cargo run --example init_workspace -- --check <dir>
 //! ```
 //!
@@ -15,7 +16,11 @@
 //! fallback accordingly. `--mcp` registers a local MCP server (one per managed tool
 //! package, e.g. `managed_auto_oncall_clinic=/srv/clinic-v3/bin/clinic-tool`);
 //! `--mcp-arg` and `--mcp-env` add to a server that `--mcp` registers, and naming any
-//! other server is an error.
+//! other server is an error. `--mcp-remote` registers a remote server instead (the
+//! recommended shape: the package's server runs apart, e.g.
+//! `managed_auto_oncall_clinic=http://127.0.0.1:8931/mcp`): OpenCode connects to the URL
+//! over Streamable HTTP, sends the header `X-Evidence-Session` filled from
+//! `{env:EVIDENCE_SESSION_TOKEN}`, and OAuth is off; plain `http://` only to loopback.
 //!
 //! The workspace installs the transport skill `managed-evidence-tools` (rendered from the
 //! tools' own descriptions) in `.opencode/skill/`, in the `data-access` group: the evidence
@@ -54,13 +59,16 @@ const USAGE: &str = "\
 usage: init_workspace <dir> [--skills <agentkit/skills>] [--catalog <agentkit/config/SKILL_CATALOG.md>]
          [--task-tool detect|load-skills|prompt|none] [--opencode <path>]
          [--mcp <name>=<command>]... [--mcp-arg <name>=<arg>]... [--mcp-env <name>=<KEY>=<VALUE>]...
+         [--mcp-remote <name>=<url>]...
        init_workspace --check <dir>
   --check      checks that OpenCode would use the worktree the workspace was generated for
   --skills     the skills tree (default: the fixture tree of crates/opencode-workspace)
   --catalog    the skill catalog source (default: the built-in Investibook catalog)
   --task-tool  the delegation form (default: prompt); detect asks the installed OpenCode
   --opencode   the opencode program for detect (default: $OPENCODE_BIN, else opencode on PATH)
-  --mcp        registers a local MCP server; --mcp-arg and --mcp-env add to a registered one";
+  --mcp        registers a local MCP server; --mcp-arg and --mcp-env add to a registered one
+  --mcp-remote registers a remote MCP server (Streamable HTTP, header X-Evidence-Session
+               from {env:EVIDENCE_SESSION_TOKEN}, OAuth off)";
 
 enum TaskTool {
     Detect,
@@ -77,6 +85,7 @@ struct Args {
     mcp: Vec<(String, String)>,
     mcp_args: Vec<(String, String)>,
     mcp_env: Vec<(String, String, String)>,
+    mcp_remote: Vec<(String, String)>,
 }
 
 /// What the command line asks for: a workspace, or the usage.
@@ -112,6 +121,7 @@ fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String>
         mcp: Vec::new(),
         mcp_args: Vec::new(),
         mcp_env: Vec::new(),
+        mcp_remote: Vec::new(),
     };
     let mut dir = None;
     let mut items = items.into_iter();
@@ -169,6 +179,11 @@ fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String>
                 })?;
                 args.mcp_env.push((name, key, value));
             }
+            "--mcp-remote" => args.mcp_remote.push(pair(
+                items.next().as_deref(),
+                "--mcp-remote",
+                "<name>=<url>",
+            )?),
             "--check" => args.check = true,
             "-h" | "--help" => return Ok(Parsed::Help),
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
@@ -184,6 +199,32 @@ fn parse_args(items: impl IntoIterator<Item = String>) -> Result<Parsed, String>
 /// name would otherwise register the server without its arguments or variables.
 fn check_server_names(args: &Args) -> Result<(), String> {
     let registered: Vec<&str> = args.mcp.iter().map(|(name, _)| name.as_str()).collect();
+    let remote: Vec<&str> = args
+        .mcp_remote
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let all: Vec<&str> = registered.iter().chain(&remote).copied().collect();
+    for (i, name) in all.iter().enumerate() {
+        if all[..i].contains(name) {
+            return Err(format!(
+                "the server {name:?} is registered twice (each --mcp and --mcp-remote names \
+                 its own server)"
+            ));
+        }
+    }
+    let to_remote = args
+        .mcp_args
+        .iter()
+        .map(|(name, _)| ("--mcp-arg", name))
+        .chain(args.mcp_env.iter().map(|(name, _, _)| ("--mcp-env", name)))
+        .find(|(_, name)| remote.contains(&name.as_str()));
+    if let Some((flag, name)) = to_remote {
+        return Err(format!(
+            "{flag} names the remote server {name:?}: a remote server runs apart, with its own \
+             arguments and environment, and OpenCode only connects to it"
+        ));
+    }
     let named = args
         .mcp_args
         .iter()
@@ -225,6 +266,9 @@ fn options(
             server = server.env(key.as_str(), value.as_str());
         }
         options = options.with_mcp_server(server);
+    }
+    for (name, url) in &args.mcp_remote {
+        options = options.with_mcp_server(McpServer::remote(name.as_str(), url.as_str())?);
     }
     Ok(options)
 }

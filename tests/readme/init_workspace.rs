@@ -1,7 +1,9 @@
 //! What the README says `init_workspace` does with a wrong command line: a server name
-//! that no `--mcp` registers, a `--mcp-env` without its variable, a server name the
-//! evidence agent's tool pattern does not match, and an `opencode` that cannot start
-//! are each an error that says what to give instead.
+//! that no `--mcp` registers, a `--mcp-env` without its variable, a remote server's URL
+//! that is not https (or plain http to loopback), arguments given to a remote server, a
+//! server registered twice, a server name the evidence agent's tool pattern does not
+//! match, and an `opencode` that cannot start are each an error that says what to give
+//! instead.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -41,7 +43,8 @@ fn a_wrong_command_line_says_what_to_give_instead() {
     let ws = ws.to_str().unwrap();
     let clinic = "managed_auto_oncall_clinic=/srv/clinic-v3/bin/clinic-tool";
 
-    let cases: [(&[&str], i32, &str); 4] = [
+    let remote = "managed_auto_oncall_clinic=http://127.0.0.1:8931/mcp";
+    let cases: [(&[&str], i32, &str); 8] = [
         // A misspelled server name in --mcp-arg or --mcp-env is an error, not a server
         // registered without its argument or variable.
         (
@@ -75,6 +78,42 @@ fn a_wrong_command_line_says_what_to_give_instead() {
             ],
             2,
             "--mcp-env takes <name>=<KEY>=<VALUE>",
+        ),
+        // A remote server: plain HTTP only to loopback, http(s) only, no arguments or
+        // environment of its own, and one server per name.
+        (
+            &[
+                ws,
+                "--mcp-remote",
+                "managed_auto_oncall_clinic=http://tools.internal:8931/mcp",
+            ],
+            1,
+            "which is not a loopback address: a tool server serves plain HTTP on loopback only, so use https://",
+        ),
+        (
+            &[
+                ws,
+                "--mcp-remote",
+                "managed_auto_oncall_clinic=ftp://127.0.0.1/mcp",
+            ],
+            1,
+            "is not an http:// or https:// URL",
+        ),
+        (
+            &[
+                ws,
+                "--mcp-remote",
+                remote,
+                "--mcp-env",
+                "managed_auto_oncall_clinic=A=b",
+            ],
+            2,
+            r#"--mcp-env names the remote server "managed_auto_oncall_clinic": a remote server runs apart"#,
+        ),
+        (
+            &[ws, "--mcp", clinic, "--mcp-remote", remote],
+            2,
+            r#"the server "managed_auto_oncall_clinic" is registered twice"#,
         ),
         // A server whose tools the evidence agent may not use, named as people read it.
         (

@@ -2,7 +2,8 @@
 //! generated Investibook workspace that registers the three packages' MCP servers (each
 //! package's own tool binary with `--mcp`, from its deployable folder), connects to
 //! each (`opencode mcp list`), and names their tools as the evidence agent is permitted
-//! to use them, while the other agents are denied them.
+//! to use them, while the other agents are denied them; and the same over remote servers
+//! (Streamable HTTP, started apart) registered with `McpServer::remote`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -57,6 +58,22 @@ fn mcp_list(cli: &OpenCodeCli, ws: &Path) -> (Vec<(String, String)>, String) {
     (listed, plain)
 }
 
+/// The status `opencode mcp list` showed for server `name`.
+fn status_of(listed: &[(String, String)], name: &str) -> String {
+    listed
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s.clone())
+        .unwrap_or_else(|| panic!("{name} not in opencode mcp list: {listed:?}"))
+}
+
+/// The three packages: identity, revision and tool binary.
+const PACKAGES: [(&str, &str, &str); 3] = [
+    ("managed_auto_oncall_clinic", "v3", CLINIC_TOOL),
+    ("managed_auto_oncall_manus", "v2", MANUS_TOOL),
+    ("managed_auto_oncall_wetech", "v2", WETECH_TOOL),
+];
+
 #[test]
 fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence_agent_only() {
     let packages = tempfile::tempdir().unwrap();
@@ -65,11 +82,7 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
     let mut options = GenerateOptions::default();
     let mut tools = Vec::new();
     let mut environs = Vec::new();
-    for (identity, revision, binary) in [
-        ("managed_auto_oncall_clinic", "v3", CLINIC_TOOL),
-        ("managed_auto_oncall_manus", "v2", MANUS_TOOL),
-        ("managed_auto_oncall_wetech", "v2", WETECH_TOOL),
-    ] {
+    for (identity, revision, binary) in PACKAGES {
         let (dir, _) = deploy(packages.path(), identity, revision, binary);
         let recorder = packages.path().join(format!("{identity}-recorder"));
         let recorded = packages.path().join(format!("{identity}.environ"));
@@ -144,18 +157,8 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         .env("CLINIC_API_TOKEN", "held-by-opencode-0002");
 
     let (listed, plain) = mcp_list(&cli, ws.path());
-    let status = |name: &str| {
-        listed
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_else(|| panic!("{name} not in opencode mcp list: {listed:?}"))
-    };
-    for identity in [
-        "managed_auto_oncall_clinic",
-        "managed_auto_oncall_manus",
-        "managed_auto_oncall_wetech",
-    ] {
+    let status = |name: &str| status_of(&listed, name);
+    for (identity, _, _) in PACKAGES {
         assert!(status(identity).starts_with("connected"), "{listed:?}");
     }
     for (name, why) in [
@@ -202,4 +205,73 @@ fn opencode_connects_to_each_package_server_and_permits_its_tool_to_the_evidence
         assert_eq!(analyst.evaluate(tool, "*"), Action::Deny, "{tool}");
         assert_eq!(orchestrator.evaluate(tool, "*"), Action::Deny, "{tool}");
     }
+}
+
+/// The remote form: the three packages' servers over Streamable HTTP, each started apart
+/// with its own runtime context (no envelope file), registered with `McpServer::remote`;
+/// OpenCode, holding only a session token, lists each as connected (`initialize` and
+/// `tools/list` need no session), and a server that cannot be reached as failed with the
+/// reason. The evidence agent alone may call their tools, as in the local form.
+#[test]
+fn opencode_connects_to_remote_package_servers_and_shows_why_one_cannot_be_reached() {
+    let packages = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut options = GenerateOptions::default();
+    let mut servers = Vec::new();
+    let mut tools = Vec::new();
+    for (identity, revision, binary) in PACKAGES {
+        let (dir, _) = deploy(packages.path(), identity, revision, binary);
+        let env: Vec<_> = ready_env(identity)
+            .into_iter()
+            .filter(|(name, _)| *name != "EVIDENCE_TRUSTED_CONTEXT")
+            .collect();
+        let http = HttpServer::start(&entrypoint(&dir), &env);
+        let server = McpServer::remote(identity, http.url()).unwrap();
+        tools.push(server.tool_name(identity));
+        options = options.with_mcp_server(server);
+        servers.push(http);
+    }
+    // A port nothing listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    options = options.with_mcp_server(
+        McpServer::remote(
+            "managed_auto_oncall_unreachable",
+            format!("http://127.0.0.1:{port}/mcp"),
+        )
+        .unwrap(),
+    );
+    Generator::new(&SkillCatalog::investibook().unwrap(), &skills(), options)
+        .unwrap()
+        .write(ws.path())
+        .unwrap();
+    let token = evidence_policy::SessionToken::mint();
+    let cli = opencode(home.path()).env(opencode_workspace::SESSION_TOKEN_ENV, token.expose());
+    let (listed, plain) = mcp_list(&cli, ws.path());
+    let status = |name: &str| status_of(&listed, name);
+    for (identity, _, _) in PACKAGES {
+        assert!(status(identity).starts_with("connected"), "{plain}");
+    }
+    assert!(
+        status("managed_auto_oncall_unreachable").starts_with("failed"),
+        "{plain}"
+    );
+    let shown = plain
+        .lines()
+        .skip_while(|l| !l.contains("managed_auto_oncall_unreachable"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        shown.to_lowercase().contains("connect") || shown.contains("ECONNREFUSED"),
+        "{plain}"
+    );
+    let evidence = cli.debug_agent(ws.path(), "evidence-agent").unwrap();
+    let analyst = cli.debug_agent(ws.path(), "diagnosis-analyst").unwrap();
+    for tool in &tools {
+        assert_eq!(evidence.evaluate(tool, "*"), Action::Allow, "{tool}");
+        assert_eq!(analyst.evaluate(tool, "*"), Action::Deny, "{tool}");
+    }
+    drop(servers);
 }

@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! sign-policy (--package-dir DIR | --package-digest sha256:HEX) [--kid ID]
-//!     [--key BASE64 | --key-file PATH] < policy.json > envelope.json
+//!     [--key BASE64 | --key-file PATH] [--session-token-file PATH] < policy.json > envelope.json
 //! sign-policy --generate-key --kid ID --key-file PATH   (prints kid:base64publickey)
 //! sign-policy --public-key [--kid ID] [--key BASE64 | --key-file PATH]
+//! sign-policy --mint-session --token-file PATH          (prints the session's sha256:HEX)
 //! ```
 //!
 //! The policy JSON comes on stdin. The key id and the private key (the 32-byte Ed25519
@@ -19,6 +20,12 @@
 //! existing one) and prints its key ring entry, `kid:base64publickey`: that entry, and
 //! never the private key, goes into the tool sandboxes' `EVIDENCE_POLICY_KEYS`.
 //! `--public-key` prints the entry of an existing private key.
+//!
+//! `--mint-session` writes a new session token (256 random bits, base64url) to a new file
+//! (mode 0600, never over an existing one) and prints the session's digest: the token goes
+//! to the agent side (`EVIDENCE_SESSION_TOKEN`), and nowhere else. Signing with
+//! `--session-token-file` binds the policy to that session (its `session` member, the
+//! token's digest), as the tool servers over HTTP require.
 
 use std::error::Error;
 use std::io::{Read as _, Write as _};
@@ -26,16 +33,18 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use evidence_package::Package;
-use evidence_policy::{KeyId, PolicySigner, TrustedPolicy};
+use evidence_policy::{KeyId, PolicySigner, SessionToken, TrustedPolicy};
 use evidence_result::Digest;
 use evidence_tool::context::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
 use secrecy::{ExposeSecret as _, SecretString};
 
 const USAGE: &str = "\
 usage: sign-policy (--package-dir DIR | --package-digest sha256:HEX) [--kid ID]
-                   [--key BASE64 | --key-file PATH] < policy.json > envelope.json
+                   [--key BASE64 | --key-file PATH] [--session-token-file PATH]
+                   < policy.json > envelope.json
        sign-policy --generate-key --kid ID --key-file PATH
        sign-policy --public-key [--kid ID] [--key BASE64 | --key-file PATH]
+       sign-policy --mint-session --token-file PATH
   the key id and the key also come from EVIDENCE_SIGNING_KID and EVIDENCE_SIGNING_KEY";
 
 fn main() {
@@ -55,6 +64,9 @@ struct Args {
     key_file: Option<PathBuf>,
     generate: bool,
     public: bool,
+    mint_session: bool,
+    token_file: Option<PathBuf>,
+    session_token_file: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Option<Args>, Box<dyn Error>> {
@@ -73,6 +85,9 @@ fn parse_args() -> Result<Option<Args>, Box<dyn Error>> {
             "--key-file" => a.key_file = Some(PathBuf::from(value()?)),
             "--generate-key" => a.generate = true,
             "--public-key" => a.public = true,
+            "--mint-session" => a.mint_session = true,
+            "--token-file" => a.token_file = Some(PathBuf::from(value()?)),
+            "--session-token-file" => a.session_token_file = Some(PathBuf::from(value()?)),
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}").into()),
         }
@@ -85,6 +100,9 @@ fn run() -> Result<(), Box<dyn Error>> {
         println!("{USAGE}");
         return Ok(());
     };
+    if args.mint_session {
+        return mint_session(&args);
+    }
     let kid = KeyId::new(
         args.kid
             .clone()
@@ -105,7 +123,18 @@ fn run() -> Result<(), Box<dyn Error>> {
     };
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
-    let policy: TrustedPolicy = serde_json::from_str(&input)?;
+    let mut policy: TrustedPolicy = serde_json::from_str(&input)?;
+    if let Some(path) = &args.session_token_file {
+        let session = read_token(path)?.digest();
+        if policy.session.is_some_and(|named| named != session) {
+            return Err(format!(
+                "the policy names another session than the token in {}: nothing signed",
+                path.display()
+            )
+            .into());
+        }
+        policy.session = Some(session);
+    }
     // An envelope that no sandbox would accept is refused here, with the reason, rather
     // than signed without a word.
     let now = jiff::Timestamp::now();
@@ -118,6 +147,30 @@ fn run() -> Result<(), Box<dyn Error>> {
     }
     let envelope = signer.sign(&policy, digest)?;
     println!("{}", envelope.to_json()?);
+    Ok(())
+}
+
+/// Reads a session token from `path`.
+fn read_token(path: &Path) -> Result<SessionToken, Box<dyn Error>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read session token file {}: {e}", path.display()))?;
+    Ok(SessionToken::parse(&text)?)
+}
+
+/// Writes a new session token to `--token-file` (created, mode 0600) and prints its
+/// digest.
+fn mint_session(args: &Args) -> Result<(), Box<dyn Error>> {
+    if args.generate || args.public || args.package_dir.is_some() || args.key.is_some() {
+        return Err("--mint-session takes only --token-file".into());
+    }
+    let path = args
+        .token_file
+        .as_deref()
+        .ok_or("--mint-session needs --token-file PATH for the new token")?;
+    let token = SessionToken::mint();
+    write_new_private(path, &SecretString::from(token.expose().to_owned()))
+        .map_err(|e| e.to_string().replace("key file", "token file"))?;
+    println!("{}", token.digest());
     Ok(())
 }
 
