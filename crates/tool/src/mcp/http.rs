@@ -267,6 +267,8 @@ pub(crate) struct Endpoints {
     pub(crate) hosts: Vec<String>,
     /// The allowed `Origin` values.
     pub(crate) origins: Vec<String>,
+    /// The name of the one tool the server serves.
+    pub(crate) tool: String,
 }
 
 /// What the HTTP layer saw of one request and answered (the request record's content).
@@ -452,8 +454,9 @@ where
             return (plain(status, refused), false);
         }
     };
-    seen.mcp_method = mcp_method(&body);
-    let is_call = parts.method == Method::POST && seen.mcp_method.as_deref() == Some("tools/call");
+    let (method, handled) = read_message(&body, &endpoints.tool);
+    seen.mcp_method = method;
+    let is_call = parts.method == Method::POST && handled;
     let response = match service
         .call(Request::from_parts(parts, Full::new(body)))
         .await
@@ -537,16 +540,33 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, (StatusCode, &
     }
 }
 
-/// The JSON-RPC `method` of a posted message, when it is one object that names one.
-fn mcp_method(body: &[u8]) -> Option<String> {
+/// What the HTTP layer reads of a posted message: its JSON-RPC `method`, when it is one
+/// object that names one, and whether it is a `tools/call` of `tool` that the server's
+/// handler takes (its name is the tool's, its arguments an object or absent), which
+/// leaves the call's own record.
+fn read_message(body: &[u8], tool: &str) -> (Option<String>, bool) {
     #[derive(serde::Deserialize)]
-    struct MethodOnly {
+    struct Message {
         method: Option<String>,
+        params: Option<Params>,
     }
-    serde_json::from_slice::<MethodOnly>(body)
-        .ok()
-        .and_then(|m| m.method)
-        .filter(|m| m.len() <= 64)
+    #[derive(serde::Deserialize)]
+    struct Params {
+        name: Option<String>,
+        arguments: Option<serde_json::Value>,
+    }
+    let Ok(message) = serde_json::from_slice::<Message>(body) else {
+        return (None, false);
+    };
+    let method = message.method.filter(|m| m.len() <= 64);
+    let handled = method.as_deref() == Some("tools/call")
+        && message.params.is_some_and(|p| {
+            p.name.as_deref() == Some(tool)
+                && p.arguments
+                    .as_ref()
+                    .is_none_or(serde_json::Value::is_object)
+        });
+    (method, handled)
 }
 
 /// A plain-text answer with `status`.
@@ -559,9 +579,39 @@ fn plain(status: StatusCode, text: &'static str) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_a_call_the_handler_takes_is_left_to_its_call_record() {
+        let tool = "managed_auto_oncall_clinic";
+        let read = |body: serde_json::Value| read_message(body.to_string().as_bytes(), tool);
+        let call =
+            |params| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        assert_eq!(
+            read(call(json!({"name": tool, "arguments": {}}))),
+            (Some("tools/call".to_owned()), true)
+        );
+        assert!(read(call(json!({"name": tool}))).1);
+        for params in [
+            json!({"name": "test_error_handling", "arguments": {}}),
+            json!({"name": tool, "arguments": [1]}),
+            json!({"arguments": {}}),
+        ] {
+            assert_eq!(
+                read(call(params.clone())),
+                (Some("tools/call".to_owned()), false),
+                "{params}"
+            );
+        }
+        assert_eq!(
+            read(json!({"method": "tools/list"})),
+            (Some("tools/list".to_owned()), false)
+        );
+        assert_eq!(read_message(b"[1,2]", tool), (None, false));
     }
 
     #[test]

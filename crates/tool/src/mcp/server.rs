@@ -289,6 +289,7 @@ async fn serve_http<T: PackageTool>(
         }),
         hosts: listen.allowed_hosts(bound),
         origins: listen.allowed_origins(bound),
+        tool: server.listing.name.to_string(),
     };
     let service = http::service(server, listen.config(bound, stop.clone()));
     let scheme = listen.scheme();
