@@ -5,7 +5,10 @@
 //! key, and prints one JSON line: the Prometheus URL, the packaged entrypoint and, per
 //! query, the expression, window, the Clinic front's `query_range` URL and token (for a
 //! bare HTTP request of the same query), model arguments and the environment the
-//! entrypoint runs with. It keeps everything running until its stdin closes.
+//! entrypoint runs with; and for a server over HTTP (`benches/remote_mcp.py`) the same
+//! policy signed for a session of its own (`session`: token, envelope, policy id) and,
+//! with `--sessions N`, N more sessions each under its own policy id (`sessions`). It
+//! keeps everything running until its stdin closes.
 //!
 //! ```sh
 //! cargo build --release -p evidence-tool --bin clinic-tool
@@ -17,7 +20,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use evidence_test_support as support;
-use managed_evidence::policy::{KeyId, PolicySigner, TrustedPolicy};
+use managed_evidence::policy::{KeyId, PolicySigner, SessionToken, TrustedPolicy};
 use managed_evidence::tool::build_deployable;
 use rand::RngCore as _;
 use secrecy::SecretString;
@@ -54,9 +57,18 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let front =
         support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
 
-    let binary = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
-        [flag, path] if flag == "--tool-binary" => PathBuf::from(path),
-        _ => return Err("usage: side_by_side_fixture --tool-binary PATH".into()),
+    let usage = "usage: side_by_side_fixture --tool-binary PATH [--sessions N]";
+    let (binary, sessions) = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        [flag, path] if flag == "--tool-binary" => (PathBuf::from(path), 0),
+        [flag, path, count_flag, count]
+            if flag == "--tool-binary" && count_flag == "--sessions" =>
+        {
+            (
+                PathBuf::from(path),
+                count.parse::<usize>().map_err(|_| usage)?,
+            )
+        }
+        _ => return Err(usage.into()),
     };
     let dir = tempfile::Builder::new().prefix("side-by-side-").tempdir()?;
     let source = local_clinic_source(dir.path())?;
@@ -75,10 +87,30 @@ async fn run() -> Result<(), Box<dyn Error>> {
         } else {
             "APID-29213"
         };
-        let policy: TrustedPolicy = serde_json::from_value(policy(ticket, cluster, &query)?)?;
+        let fields = policy(ticket, cluster, &query)?;
+        let policy: TrustedPolicy = serde_json::from_value(fields.clone())?;
         let envelope = dir.path().join(format!("{}.envelope.json", query.name));
         std::fs::write(&envelope, signer.sign(&policy, digest)?.to_json()?)?;
+        // For a server over HTTP: the same policy signed for a session of its own, and
+        // `sessions` more, each under its own policy id (its own turn).
+        let for_session = |suffix: &str| -> Result<Value, Box<dyn Error>> {
+            let token = SessionToken::mint();
+            let policy_id = format!("pol-side-by-side-{}{suffix}", query.name);
+            let mut fields = fields.clone();
+            fields["policy_id"] = json!(policy_id);
+            fields["session"] = json!(token.digest().to_string());
+            let policy: TrustedPolicy = serde_json::from_value(fields)?;
+            let path = dir.path().join(format!("{policy_id}.envelope.json"));
+            std::fs::write(&path, signer.sign(&policy, digest)?.to_json()?)?;
+            Ok(json!({"token": token.expose(), "envelope": path, "policy_id": policy_id}))
+        };
+        let session = for_session("-session")?;
+        let more = (0..sessions)
+            .map(|i| for_session(&format!("-session-{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
         queries.push(json!({
+            "session": session,
+            "sessions": more,
             "name": query.name,
             "expr": query.expr,
             "start": query.start,

@@ -1036,14 +1036,15 @@ async fn a_flood_over_the_concurrency_against_a_stalled_provider_answers_within_
     }
     // Four calls took the four slots and reached the stalled provider. The other two
     // waited; when a slot came free within one's last milliseconds it was still sent
-    // (a query the provider received, "may answer in time"). So each call the provider
-    // never received waited for a slot, and the provider received at least the four.
+    // ("may answer in time"), though its request may not have arrived before the
+    // deadline cut it off. So no call said "never sent" of a request the provider
+    // received, and the provider received at least the four.
     let received = stalled.arrived();
     assert!(
         (4..=6).contains(&received),
         "{received} requests reached the provider"
     );
-    assert_eq!(waited_for_a_slot, 6 - received, "{flood:?}");
+    assert!(waited_for_a_slot <= 6 - received, "{flood:?}");
     let answer = step_of(&output, "healthy", "healthy");
     let healthy_took = answer["elapsed_ms"].as_u64().unwrap();
     let result = result_of(answer);

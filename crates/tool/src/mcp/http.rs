@@ -307,7 +307,12 @@ pub(crate) async fn serve<S>(
             () = stop.cancelled() => return,
         };
         let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+            // No Nagle delay: an answer's head and its SSE events are separate writes,
+            // and a client that acknowledges late would otherwise hold each ~40 ms.
+            Ok((stream, _peer)) => {
+                let _nodelay = stream.set_nodelay(true);
+                stream
+            }
             Err(e) => {
                 eprintln!("{name} {MCP_HTTP_FLAG}: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
