@@ -107,7 +107,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::AllTools,
         SetBy::Runtime,
         true,
-        "path of the signed per-request policy envelope",
+        "path of the signed per-request policy envelope (not read by a server over HTTP, whose envelopes are delivered per session)",
     ),
     var(
         POLICY_KEYS_ENV,
@@ -128,7 +128,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::AllTools,
         SetBy::Runtime,
         false,
-        "directory of the turn ledger the package servers share (required with `--mcp`)",
+        "directory of the turn ledger the package servers share, and of their session store (required with `--mcp` and `--mcp-http`)",
     ),
     var(
         CLINIC_BASE_URL_ENV,
