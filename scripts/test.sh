@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # THE test command of this workspace. On a fresh Debian machine it installs the system
 # packages the tests need (real Prometheus with promtool, Chromium and ChromeDriver, Node.js
-# with npm), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
+# with npm, Redis), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
 # every test and the documentation build. The official Python MCP SDK goes into the venv
 # .tools/venv. Idempotent.
 set -euo pipefail
@@ -31,6 +31,9 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # kill stops an MCP server the way a client does (tests/mcp_sessions.rs).
 command -v nm >/dev/null 2>&1 || missing+=(binutils)
 [ -x /usr/bin/kill ] || [ -x /bin/kill ] || missing+=(procps)
+# redis-server: the Redis turn ledger and session store (crates/tool/tests/redis_*.rs);
+# each test starts its own server on loopback.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing system packages: ${missing[*]}"
   as_root apt-get update -qq

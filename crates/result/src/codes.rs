@@ -133,7 +133,9 @@ const HTTP_CLASSES: &[FailureClass] = &[
 /// - `package_load_failed`, `tool_config_invalid` and `tool_input_unreadable` are
 ///   `readiness`: the package folder does not load or is not the running binary's own,
 ///   the deployment configuration is unusable, or the arguments cannot be read, so the
-///   tool is not in a state to run.
+///   tool is not in a state to run. `turn_ledger_unavailable` is `readiness` too: the
+///   shared turn ledger (a Redis) cannot be used, so the sandbox cannot know whether
+///   the turn admits the call, and runs nothing.
 ///
 /// `output_blocked` (the output guard) is of the shared class `output_blocked`: whether
 /// an output is blocked tells a guessed secret from a wrong one, so a blocked output stops
@@ -341,6 +343,11 @@ pub const ERROR_CODES: &[KnownCode] = &[
         &[Authorization],
         CodeSource::RuntimeContext,
     ),
+    exact(
+        "turn_ledger_unavailable",
+        &[Readiness],
+        CodeSource::RuntimeContext,
+    ),
 ];
 
 /// The entry of [`ERROR_CODES`] that names `code`, if any.
@@ -425,7 +432,7 @@ mod tests {
             .iter()
             .filter(|e| e.source == CodeSource::RuntimeContext)
             .collect();
-        assert_eq!(runtime.len(), 9);
+        assert_eq!(runtime.len(), 10);
         for entry in runtime {
             assert!(entry.classes.iter().all(|c| c.is_shared()), "{entry:?}");
         }

@@ -14,6 +14,7 @@ pub mod policy;
 mod process;
 mod prometheus;
 mod recording;
+mod redis;
 mod stall;
 mod terminal;
 
@@ -53,4 +54,5 @@ pub use prometheus::{LargePrometheus, Prometheus};
 pub use recording::{
     QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,
 };
+pub use redis::{REDIS_INSTALL, RedisServer, RedisTls};
 pub use terminal::without_terminal_colours;

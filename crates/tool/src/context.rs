@@ -13,9 +13,14 @@ pub const TRUSTED_CONTEXT_ENV: &str = "EVIDENCE_TRUSTED_CONTEXT";
 pub const POLICY_KEYS_ENV: &str = "EVIDENCE_POLICY_KEYS";
 /// The file the audit record is appended to; stderr when unset (set by the runtime).
 pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
-/// The directory of the turn ledger the package servers of one evidence turn share (set
-/// by the runtime; an MCP server does not start without it).
+/// The turn ledger the package servers of one evidence turn share: a directory (one
+/// host), or the URL of a Redis (`redis://` or `rediss://`, servers on several hosts;
+/// it may carry the password, and is held as a secret). Set by the runtime or the
+/// deployment; an MCP server does not start without it.
 pub const TURN_LEDGER_ENV: &str = "EVIDENCE_TURN_LEDGER";
+/// The CA certificate (PEM file) that signs the certificate of a `rediss://` turn
+/// ledger, when it is not in the system's roots (deployment configuration).
+pub const TURN_LEDGER_CA_ENV: &str = "EVIDENCE_TURN_LEDGER_CA";
 /// The Clinic API base URL (deployment configuration).
 pub const CLINIC_BASE_URL_ENV: &str = "CLINIC_BASE_URL";
 /// The Clinic `query_range` path template, `{cluster_id}` in it (deployment
@@ -128,7 +133,14 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::AllTools,
         SetBy::Runtime,
         false,
-        "directory of the turn ledger the package servers share, and of their session store (required with `--mcp` and `--mcp-http`)",
+        "turn ledger the package servers share, and their session store: a directory (one host) or a `redis://`/`rediss://` URL, password included, of a Redis run with `appendfsync always` (servers on several hosts); required with `--mcp` and `--mcp-http`",
+    ),
+    var(
+        TURN_LEDGER_CA_ENV,
+        ReadBy::AllTools,
+        SetBy::Deployment,
+        false,
+        "PEM file of the CA that signs a `rediss://` turn ledger's certificate (the system's roots when unset)",
     ),
     var(
         CLINIC_BASE_URL_ENV,

@@ -36,11 +36,15 @@ pub enum RuntimeFailureKind {
     SessionUnknown,
     /// The newest envelope delivered for the session has expired.
     SessionExpired,
+    /// The shared turn ledger (a Redis) could not admit or look up the call: not
+    /// reachable, not answering within the call's deadline, answering what is not a
+    /// ledger, or not durable.
+    TurnLedgerUnavailable,
 }
 
 impl RuntimeFailureKind {
     /// Every kind.
-    pub const ALL: [RuntimeFailureKind; 10] = [
+    pub const ALL: [RuntimeFailureKind; 11] = [
         RuntimeFailureKind::ContextMissing,
         RuntimeFailureKind::ContextInvalid,
         RuntimeFailureKind::PolicyVerificationFailed,
@@ -51,6 +55,7 @@ impl RuntimeFailureKind {
         RuntimeFailureKind::SessionMissing,
         RuntimeFailureKind::SessionUnknown,
         RuntimeFailureKind::SessionExpired,
+        RuntimeFailureKind::TurnLedgerUnavailable,
     ];
 
     /// The error code.
@@ -66,6 +71,7 @@ impl RuntimeFailureKind {
             RuntimeFailureKind::SessionMissing => "session_missing",
             RuntimeFailureKind::SessionUnknown => "session_unknown",
             RuntimeFailureKind::SessionExpired => "session_expired",
+            RuntimeFailureKind::TurnLedgerUnavailable => "turn_ledger_unavailable",
         }
     }
 
@@ -73,7 +79,8 @@ impl RuntimeFailureKind {
     /// it stops the turn. No trusted authorization (context, verification) is
     /// `authorization`; credentials are `authentication`; the sandbox itself not being
     /// usable is `readiness`. A session that is missing, unknown or expired is
-    /// `authorization` too: no current policy authorizes the call.
+    /// `authorization` too: no current policy authorizes the call. A shared turn ledger
+    /// that cannot be used is `readiness`: the sandbox cannot know the turn's state.
     pub fn class(self) -> FailureClass {
         match self {
             RuntimeFailureKind::ContextMissing
@@ -85,7 +92,8 @@ impl RuntimeFailureKind {
             RuntimeFailureKind::SecretNotBound => FailureClass::Authentication,
             RuntimeFailureKind::PackageLoadFailed
             | RuntimeFailureKind::ConfigInvalid
-            | RuntimeFailureKind::InputUnreadable => FailureClass::Readiness,
+            | RuntimeFailureKind::InputUnreadable
+            | RuntimeFailureKind::TurnLedgerUnavailable => FailureClass::Readiness,
         }
     }
 }

@@ -17,6 +17,7 @@ mod runtime;
 mod runtime_context;
 mod sandbox;
 mod session_store;
+mod shared_state;
 mod stamp;
 mod tool_kind;
 mod tools;

@@ -18,12 +18,13 @@ use secrecy::SecretString;
 
 use crate::context::{
     AUDIT_LOG_ENV, CONTEXT_VARS, POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SetBy,
-    TRUSTED_CONTEXT_ENV, TURN_LEDGER_ENV,
+    TRUSTED_CONTEXT_ENV, TURN_LEDGER_CA_ENV, TURN_LEDGER_ENV,
 };
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
-use crate::ledger::TurnLedger;
+use crate::ledger::{FileLedger, RedisLedger, TurnLedger};
 use crate::mcp::ENVELOPES_PATH;
 use crate::session_store::SessionStore;
+use crate::shared_state::{SharedState, is_redis_url};
 use crate::tool_kind::Tool;
 
 /// One part of the runtime context as it was supplied.
@@ -200,7 +201,8 @@ impl RuntimeContext {
         if let Supplied::Given(path) = read(AUDIT_LOG_ENV) {
             context.audit_log = Some(PathBuf::from(path));
         }
-        context.turn_ledger = read(TURN_LEDGER_ENV).and_then(|path| ledger_dir(path.into()));
+        let ca = read(TURN_LEDGER_CA_ENV);
+        context.turn_ledger = read(TURN_LEDGER_ENV).and_then(|text| ledger_of(text, &ca));
         let own = CONTEXT_VARS
             .iter()
             .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader());
@@ -283,6 +285,19 @@ impl RuntimeContext {
         self
     }
 
+    /// With the turn ledger in the Redis at `url` (`redis://` or `rediss://`, what
+    /// `EVIDENCE_TURN_LEDGER` names in a sandbox of servers on several hosts; the URL may
+    /// carry the password and is never shown with it), its certificate checked against
+    /// `ca_pem` when given. The Redis must keep what it acknowledges (`appendonly yes`,
+    /// `appendfsync always`); a call finds out when it is not, and runs nothing.
+    pub fn with_shared_turn_ledger(mut self, url: SecretString, ca_pem: Option<Vec<u8>>) -> Self {
+        self.turn_ledger = match SharedState::open(&url, ca_pem) {
+            Ok(state) => Supplied::Given(TurnLedger::Redis(RedisLedger::new(state))),
+            Err(e) => Supplied::Invalid(e.to_string()),
+        };
+        self
+    }
+
     /// The turn ledger: `None` when none was given (the runtime then owns the turn),
     /// the failure when the variable is invalid.
     pub(crate) fn turn_ledger(&self) -> Result<Option<&TurnLedger>, RuntimeFailure> {
@@ -302,7 +317,7 @@ impl RuntimeContext {
     }
 
     fn turn_ledger_what(&self) -> String {
-        format!("the turn ledger directory ({TURN_LEDGER_ENV})")
+        format!("the turn ledger ({TURN_LEDGER_ENV})")
     }
 
     /// The audit log file, `None` for stderr.
@@ -394,13 +409,40 @@ impl RuntimeContext {
         &self,
         package: &PackageId,
     ) -> Result<SessionStore, RuntimeFailure> {
-        let ledger = self.require_turn_ledger()?;
-        Ok(SessionStore::new(ledger.dir(), package))
+        Ok(match self.require_turn_ledger()? {
+            TurnLedger::File(ledger) => SessionStore::in_dir(ledger.dir(), package),
+            TurnLedger::Redis(ledger) => SessionStore::in_redis(ledger.state().clone(), package),
+        })
     }
 }
 
 fn ledger_dir(path: PathBuf) -> Result<TurnLedger, String> {
-    absolute(path).map(TurnLedger::new)
+    absolute(path).map(|dir| TurnLedger::File(FileLedger::new(dir)))
+}
+
+/// The ledger `EVIDENCE_TURN_LEDGER` names: a Redis URL (its CA from
+/// `EVIDENCE_TURN_LEDGER_CA`, a PEM file, when set), or a directory. A message never
+/// shows the URL's password.
+fn ledger_of(text: String, ca: &Supplied<String>) -> Result<TurnLedger, String> {
+    if !is_redis_url(&text) {
+        return match ca {
+            Supplied::Missing => ledger_dir(text.into()),
+            _ => Err(format!(
+                "{TURN_LEDGER_CA_ENV} is set, but the ledger is a directory, not a rediss:// URL"
+            )),
+        };
+    }
+    let ca_pem = match ca {
+        Supplied::Missing => None,
+        Supplied::Invalid(why) => return Err(format!("{TURN_LEDGER_CA_ENV}: {why}")),
+        Supplied::Given(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| format!("{TURN_LEDGER_CA_ENV} cannot be read ({path}): {e}"))?,
+        ),
+    };
+    SharedState::open(&SecretString::from(text), ca_pem)
+        .map(|state| TurnLedger::Redis(RedisLedger::new(state)))
+        .map_err(|e| e.to_string())
 }
 
 fn parse_keys(text: &str) -> Result<KeyRing, String> {

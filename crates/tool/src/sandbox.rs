@@ -26,10 +26,10 @@ use jiff::Timestamp;
 
 use crate::ToolError;
 use crate::call::{PolicyInput, SandboxCall, cut_off_result, prepare};
-use crate::deadline::call_deadline;
+use crate::deadline::{call_deadline, deadline_margin, give_up_after, package_timeout};
 use crate::deploy::running_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
-use crate::ledger::Admitted;
+use crate::ledger::{Admitted, TurnSpec};
 use crate::runtime_context::RuntimeContext;
 use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
@@ -329,10 +329,18 @@ impl<T: PackageTool> Sandbox<T> {
         // The ledger's file lock may be waited for: off the async workers.
         let admission = match (ledger, prepared.policy()) {
             (Some(ledger), Some(policy)) => {
-                let (ledger, policy_id, plan) =
-                    (ledger.clone(), policy.policy_id.clone(), prepared.plan());
-                let limits = TurnLimits::new(policy.limits.max_calls_per_turn);
-                let admit = off_workers(move || ledger.admit(&policy_id, limits, &plan));
+                let (ledger, plan) = (ledger.clone(), prepared.plan());
+                let timeout = package_timeout(&self.package);
+                let wait = deadline.remaining().unwrap_or(timeout);
+                let spec = TurnSpec {
+                    policy_id: policy.policy_id.clone(),
+                    limits: TurnLimits::new(policy.limits.max_calls_per_turn),
+                    expires_at: policy.expires_at,
+                    wait,
+                    runs_for: wait + deadline_margin(timeout),
+                    log_within: give_up_after(timeout),
+                };
+                let admit = off_workers(move || ledger.admit(&spec, &plan));
                 let Ok(admitted) = deadline.run(admit).await else {
                     // An admission that completes after this still holds its running
                     // file until the worker ends; the next admission finds it abandoned.

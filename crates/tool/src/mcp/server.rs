@@ -32,7 +32,7 @@
 use std::borrow::Cow;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use evidence_result::ToolResult;
 use hyper::http::request::Parts;
@@ -259,13 +259,15 @@ async fn serve_http<T: PackageTool>(
     let (delivering, recording) = (server.served.clone(), server.served.clone());
     let endpoints = http::Endpoints {
         deliver: Arc::new(move |body: &[u8]| {
-            session::deliver(
-                delivering.package(),
-                delivering.context(),
-                &store,
-                body,
-                Timestamp::now(),
-            )
+            blocking(|| {
+                session::deliver(
+                    delivering.package(),
+                    delivering.context(),
+                    &store,
+                    body,
+                    Timestamp::now(),
+                )
+            })
         }),
         record: Arc::new(move |seen: http::Seen| {
             let package = recording.package();
@@ -406,19 +408,27 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         let args = arguments.to_string();
         let (served, permits) = (self.served.clone(), self.permits.clone());
         let inflight = self.inflight.clone();
-        let envelope = match &self.sessions {
-            None => CallEnvelope::Context,
-            Some(store) => CallEnvelope::Session(session_envelope(
-                context.extensions.get::<Parts>(),
-                store,
-                Timestamp::now(),
-            )),
-        };
-        let key = inflight.enter(&args);
         let cancelled = context.ct.clone();
         let deadline = served
             .deadline(started)
             .with_cancellation(cancelled.clone());
+        // A shared (Redis) session store is asked within the call's deadline, off the
+        // async workers.
+        let envelope = match &self.sessions {
+            None => CallEnvelope::Context,
+            Some(store) => {
+                let within = deadline.remaining().unwrap_or(Duration::from_secs(60));
+                CallEnvelope::Session(blocking(|| {
+                    session_envelope(
+                        context.extensions.get::<Parts>(),
+                        store,
+                        Timestamp::now(),
+                        within,
+                    )
+                }))
+            }
+        };
+        let key = inflight.enter(&args);
         // Its own task: the call runs to its record whatever happens to the request;
         // a cancelled request only ends its deadline at once.
         let call = self.calls.spawn(async move {
@@ -463,5 +473,14 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         Ok(to_call_tool_result(&result)
             .map_err(|e| internal(&e))?
             .into())
+    }
+}
+
+/// Runs `work`, which may wait for a shared (Redis) session store, without holding up
+/// the other tasks of a multi-thread runtime's worker.
+fn blocking<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
     }
 }

@@ -31,7 +31,7 @@ use serde_json::json;
 
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::runtime_context::RuntimeContext;
-use crate::session_store::{Delivered, SessionStore};
+use crate::session_store::{Delivered, SessionStore, SessionStoreError};
 use evidence_package::Package;
 
 /// The header that carries a session's token on every request of the agent side.
@@ -40,12 +40,16 @@ pub const SESSION_HEADER: &str = "X-Evidence-Session";
 /// body, at most [`MAX_ENVELOPE_BYTES`]).
 pub const ENVELOPES_PATH: &str = "/envelopes";
 
+/// How long a delivery may wait for a shared (Redis) session store.
+const DELIVERY_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The envelope of a call that came with the request head `parts`: the current envelope
 /// of the session its [`SESSION_HEADER`] names, with the session's digest.
 pub(crate) fn session_envelope(
     parts: Option<&Parts>,
     store: &SessionStore,
     now: Timestamp,
+    within: std::time::Duration,
 ) -> Result<(SignedPolicy, evidence_result::Digest), RuntimeFailure> {
     let missing = |why: &str| {
         Err(RuntimeFailure::new(
@@ -71,7 +75,9 @@ pub(crate) fn session_envelope(
         Err(e) => return missing(&format!("the {SESSION_HEADER} header: {e}")),
     };
     let session = token.digest();
-    store.current(&session, now).map(|env| (env, session))
+    store
+        .current(&session, now, within)
+        .map(|env| (env, session))
 }
 
 /// The answer to a delivery: its status and JSON body.
@@ -174,7 +180,7 @@ pub(crate) fn deliver(
         );
     };
     let policy_id = policy.policy_id.to_string();
-    match store.deliver(&session, &envelope, &policy) {
+    match store.deliver(&session, &envelope, &policy, DELIVERY_WITHIN) {
         Ok(Delivered::Stored { replaced }) => DeliveryAnswer::new(
             StatusCode::OK,
             json!({"delivered": "stored", "policy_id": policy_id, "replaced": replaced}),
@@ -204,6 +210,11 @@ pub(crate) fn deliver(
                 &policy_id,
             )
         },
+        Err(e @ SessionStoreError::Shared(_)) => DeliveryAnswer::refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session_store_unavailable",
+            e,
+        ),
         Err(e) => DeliveryAnswer::refused(
             StatusCode::INTERNAL_SERVER_ERROR,
             "session_store_unusable",

@@ -1,0 +1,691 @@
+//! The turn ledger the package servers of one evidence turn share. The turn is what the
+//! trusted policy names: its `policy_id` (the runtime issues the envelopes of one
+//! evidence turn, one per package, under one `policy_id`). It holds no secret and no
+//! evidence: calls (package, `queryId`s, request digests), refusals (code and class) and
+//! outcomes (per attempt: `queryId`, digest, outcome, code and class), as
+//! [`entry::Entry`] values.
+//!
+//! Two stores keep it, chosen by what `EVIDENCE_TURN_LEDGER` names: a directory
+//! ([`file`], one host, the default) or a Redis that servers on several hosts share
+//! (`redis://` or `rediss://`, [`redis`]). Both admit a call the same way, in one step
+//! no other admission of the turn can interleave with: the turn is rebuilt from its
+//! entries with the same [`Turn`] the embedder API uses ([`rebuild`]), the call judged
+//! by [`Turn::admit`], and the admission or refusal appended. The file store does that
+//! under an exclusive `flock` of the turn's file; the Redis store appends with a script
+//! that appends only when the turn still holds exactly the entries the call was judged
+//! on, and judges it again otherwise. The stores only store and order entries: the
+//! rules are `Turn`'s alone.
+//!
+//! An admitted call holds a running mark until its answer is appended: the lock of its
+//! running file (file store, released when its process ends) or a lease that ends with
+//! the call's deadline and margin (Redis store, as Redis sees time). A call logged as
+//! admitted whose mark is gone belongs to a process that ended between the admission
+//! and its answer, and the next admission appends it as abandoned (a failure of class
+//! `internal` for its queries), so the ledger stays consistent after a crash. Nothing is
+//! held while a call runs, so the servers' calls run at once.
+
+pub(crate) mod entry;
+pub(crate) mod file;
+pub(crate) mod rebuild;
+pub(crate) mod redis;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use evidence_materialize::{Admission, Call, MaterializeError, Refusal, TurnLimits};
+use evidence_policy::PolicyId;
+use evidence_result::{ResultError, ToolResult};
+use jiff::Timestamp;
+
+use crate::context::TURN_LEDGER_ENV;
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
+use crate::shared_state::SharedStateError;
+use entry::{Entry, answer_entry, logged_queries};
+use rebuild::rebuild;
+
+pub(crate) use file::FileLedger;
+pub(crate) use redis::RedisLedger;
+
+/// Why the ledger could not admit or log a call. Every one fails closed: the call is
+/// answered with a runtime-context failure and nothing is sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LedgerError {
+    /// The directory is not there.
+    #[error("the turn ledger directory {0} does not exist")]
+    Missing(PathBuf),
+    /// A file of the ledger could not be opened, locked, read or written.
+    #[error("the turn ledger {path} cannot be {action}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// An entry of the ledger (a line of its file, an element of its Redis list) is not
+    /// an entry.
+    #[error("the turn ledger {at} entry {line} is not a ledger entry: {why}")]
+    Corrupt {
+        at: String,
+        line: usize,
+        why: String,
+    },
+    /// The shared Redis could not be used.
+    #[error(transparent)]
+    Shared(#[from] SharedStateError),
+    /// Other admissions of the turn kept changing it until the call's time was up.
+    #[error("the turn ledger's turn kept changing under {attempts} attempts to admit the call")]
+    Contended { attempts: u32 },
+    /// The logged calls do not rebuild a turn.
+    #[error("the turn ledger does not rebuild the turn: {0}")]
+    Turn(#[from] MaterializeError),
+    /// A rebuilt result does not hold the contract.
+    #[error("the turn ledger does not rebuild a result: {0}")]
+    Result(#[from] ResultError),
+}
+
+impl LedgerError {
+    /// The runtime-context failure that answers the call: a missing directory is
+    /// `runtime_context_missing`; a Redis that is unreachable, too slow, answering what
+    /// is not a ledger or not durable (and a turn too contended to admit within the
+    /// deadline) is `turn_ledger_unavailable`; anything else `runtime_context_invalid`.
+    pub(crate) fn to_failure(&self) -> RuntimeFailure {
+        let kind = match self {
+            LedgerError::Missing(_) => RuntimeFailureKind::ContextMissing,
+            LedgerError::Shared(SharedStateError::Address { .. }) => {
+                RuntimeFailureKind::ContextInvalid
+            }
+            LedgerError::Shared(_) | LedgerError::Contended { .. } => {
+                RuntimeFailureKind::TurnLedgerUnavailable
+            }
+            _ => RuntimeFailureKind::ContextInvalid,
+        };
+        RuntimeFailure::new(kind, format!("{self} ({TURN_LEDGER_ENV})"))
+    }
+}
+
+/// The turn a call is admitted in, and the times the stores need.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnSpec {
+    /// The turn: the policy's `policy_id`.
+    pub(crate) policy_id: PolicyId,
+    /// The policy's turn limits.
+    pub(crate) limits: TurnLimits,
+    /// When the policy expires: the Redis keys of the turn go some time after.
+    pub(crate) expires_at: Timestamp,
+    /// How long the admission may take (what is left of the call's deadline).
+    pub(crate) wait: Duration,
+    /// How long the admitted call may run and log its answer (the rest of its
+    /// deadline and the margin): the Redis lease.
+    pub(crate) runs_for: Duration,
+    /// How long logging the answer may take.
+    pub(crate) log_within: Duration,
+}
+
+impl TurnSpec {
+    /// A turn with generous times (tests and callers without a deadline).
+    #[cfg(test)]
+    pub(crate) fn untimed(policy_id: PolicyId, limits: TurnLimits) -> Self {
+        TurnSpec {
+            policy_id,
+            limits,
+            expires_at: Timestamp::now() + jiff::SignedDuration::from_hours(1),
+            wait: Duration::from_secs(10),
+            runs_for: Duration::from_secs(30),
+            log_within: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The turn ledger of a context: a directory, or a shared Redis (see the module
+/// documentation).
+#[derive(Debug, Clone)]
+pub(crate) enum TurnLedger {
+    /// One host: a directory of JSON-lines files.
+    File(FileLedger),
+    /// Several hosts: a Redis.
+    Redis(RedisLedger),
+}
+
+/// The ledger's answer to a call.
+#[derive(Debug)]
+pub(crate) enum Admitted {
+    /// Run the call, then log its answer ([`RunningCall::answer`]).
+    Run(RunningCall),
+    /// Do not run it; the refusal is logged.
+    Refused(Box<Refusal>),
+}
+
+/// An admitted call until its answer is logged: holds its running mark.
+#[derive(Debug)]
+pub(crate) struct RunningCall {
+    call: u32,
+    hold: Hold,
+}
+
+/// The running mark of an admitted call in its store.
+#[derive(Debug)]
+enum Hold {
+    File(file::Running),
+    Redis(redis::Running),
+}
+
+/// What one admission appends, judged on the turn's entries.
+#[derive(Debug)]
+pub(crate) struct Judged {
+    /// The entries to append, in order: calls found abandoned now, then the admission
+    /// or the refusal.
+    pub(crate) appended: Vec<Entry>,
+    /// The calls found abandoned now.
+    pub(crate) abandoned: Vec<u32>,
+    /// The admitted call's number, or the refusal.
+    pub(crate) verdict: Verdict,
+}
+
+/// The verdict of an admission.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Admitted as the turn's call number.
+    Run(u32),
+    /// Refused.
+    Refused(Box<Refusal>),
+}
+
+/// Judges `call` in the turn the `entries` rebuild (`abandoned` says which admitted
+/// calls without an answer lost their running mark): the one admission of both stores.
+pub(crate) fn judge(
+    limits: TurnLimits,
+    entries: &[Entry],
+    abandoned: impl Fn(u32) -> bool,
+    call: &Call,
+) -> Result<Judged, LedgerError> {
+    let (mut turn, calls) = rebuild(limits, entries, abandoned)?;
+    let mut appended: Vec<Entry> = calls
+        .abandoned
+        .iter()
+        .map(|call| Entry::Abandoned { call: *call })
+        .collect();
+    let verdict = match turn.admit(call)? {
+        Admission::Refuse(refusal) => {
+            let error = refusal.result.details().error.as_ref();
+            appended.push(Entry::Refused {
+                package: call.package.clone(),
+                provider: call.provider,
+                queries: logged_queries(call),
+                code: refusal.code.as_str().to_owned(),
+                class: error.map_or(refusal.code.class(), |e| e.class),
+            });
+            Verdict::Refused(refusal)
+        }
+        Admission::Admit(_) => {
+            appended.push(Entry::Admitted {
+                call: calls.next,
+                package: call.package.clone(),
+                provider: call.provider,
+                queries: logged_queries(call),
+            });
+            Verdict::Run(calls.next)
+        }
+    };
+    Ok(Judged {
+        appended,
+        abandoned: calls.abandoned,
+        verdict,
+    })
+}
+
+impl TurnLedger {
+    /// The ledger in the directory `dir` (not opened yet).
+    #[cfg(test)]
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        TurnLedger::File(FileLedger::new(dir))
+    }
+
+    /// Whether the ledger can be used now: its directory there, or its Redis reachable,
+    /// durable and answering.
+    pub(crate) fn check(&self) -> Result<(), LedgerError> {
+        match self {
+            TurnLedger::File(ledger) => ledger.check(),
+            TurnLedger::Redis(ledger) => ledger.check(),
+        }
+    }
+
+    /// Judges `call` in the turn `spec` names (see the module documentation) and logs
+    /// the admission or the refusal.
+    pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
+        match self {
+            TurnLedger::File(ledger) => ledger.admit(spec, call),
+            TurnLedger::Redis(ledger) => ledger.admit(spec, call),
+        }
+    }
+}
+
+impl RunningCall {
+    /// The answer of this call as the ledger logs it (its attempts only), to be logged
+    /// with [`LoggedAnswer::log`].
+    pub(crate) fn answer(self, result: &ToolResult) -> LoggedAnswer {
+        let entry = answer_entry(self.call, result.details());
+        LoggedAnswer {
+            running: self,
+            entry,
+        }
+    }
+}
+
+/// The answer of an admitted call, ready to be appended (see [`RunningCall::answer`]).
+#[derive(Debug)]
+pub(crate) struct LoggedAnswer {
+    running: RunningCall,
+    entry: Entry,
+}
+
+impl LoggedAnswer {
+    /// Appends the answer, then lets the call's running mark go.
+    pub(crate) fn log(self) -> Result<(), LedgerError> {
+        match self.running.hold {
+            Hold::File(running) => running.log(&self.entry),
+            Hold::Redis(running) => running.log(self.running.call, &self.entry),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rebuild::origin_of;
+    use super::*;
+    use crate::shared_state::SharedState;
+    use evidence_materialize::TurnLimits;
+    use evidence_result::{
+        Correction, Details, ErrorCode, Failure, FailureClass, PackageId, Provider, QueryId,
+        RequestDigest,
+    };
+    use evidence_test_support::RedisServer;
+
+    /// Where a test's ledgers live: a directory, or a real Redis.
+    enum Backend {
+        File(tempfile::TempDir),
+        Redis(RedisServer),
+    }
+
+    impl Backend {
+        fn both() -> Vec<Backend> {
+            vec![
+                Backend::File(tempfile::tempdir().unwrap()),
+                Backend::Redis(RedisServer::start().unwrap()),
+            ]
+        }
+
+        /// A new handle on the ledger, as another process would open it.
+        fn handle(&self) -> TurnLedger {
+            match self {
+                Backend::File(dir) => TurnLedger::new(dir.path().to_owned()),
+                Backend::Redis(server) => TurnLedger::Redis(RedisLedger::new(
+                    SharedState::open(&server.url().into(), None).unwrap(),
+                )),
+            }
+        }
+    }
+
+    /// The entries the backend holds for `policy`, as JSON texts.
+    fn entries_of(backend: &Backend, policy: &str) -> Vec<String> {
+        match backend {
+            Backend::File(dir) => {
+                std::fs::read_to_string(dir.path().join(format!("{policy}.jsonl")))
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            }
+            Backend::Redis(server) => {
+                let mut c = ::redis::Client::open(server.url())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                ::redis::cmd("LRANGE")
+                    .arg(format!("evidence:turn:{{{policy}}}:entries"))
+                    .arg(0)
+                    .arg(-1)
+                    .query(&mut c)
+                    .unwrap()
+            }
+        }
+    }
+
+    fn spec(policy: &str, limits: TurnLimits) -> TurnSpec {
+        TurnSpec::untimed(pol(policy), limits)
+    }
+
+    fn digest(n: u8) -> RequestDigest {
+        std::iter::repeat_n(format!("{n:02x}"), 16)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    }
+
+    fn clinic_call(query: &str, d: u8) -> Call {
+        Call::single(
+            PackageId::new("managed_auto_oncall_clinic").unwrap(),
+            Provider::Clinic,
+            QueryId::new(query).unwrap(),
+            Some(digest(d)),
+        )
+    }
+
+    fn failed(call: &Call, class: FailureClass, code: &str) -> ToolResult {
+        let q = &call.queries[0];
+        ToolResult::new(Details::failure(
+            origin_of(call),
+            Some(q.query_id.clone()),
+            q.request_digest,
+            Failure::new(ErrorCode::new(code).unwrap(), class, "x")
+                .with_correction(Correction::for_class(class, None, Vec::new())),
+        ))
+        .unwrap()
+    }
+
+    fn pol(id: &str) -> PolicyId {
+        PolicyId::new(id).unwrap()
+    }
+
+    fn refused_code(admitted: Admitted) -> String {
+        match admitted {
+            Admitted::Refused(r) => r.code.as_str().to_owned(),
+            Admitted::Run(_) => panic!("admitted"),
+        }
+    }
+
+    #[test]
+    fn an_unchanged_retry_is_refused_across_ledger_handles_and_a_new_policy_starts_anew() {
+        for backend in Backend::both() {
+            let limits = TurnLimits::new(8);
+            let call = clinic_call("cpu", 1);
+            let first = backend.handle();
+            let Admitted::Run(running) = first.admit(&spec("pol-a", limits), &call).unwrap() else {
+                panic!("refused")
+            };
+            // Another process (another handle) sees the call in flight.
+            let second = backend.handle();
+            let code = refused_code(second.admit(&spec("pol-a", limits), &call).unwrap());
+            assert_eq!(code, "query_in_flight");
+            running
+                .answer(&failed(
+                    &call,
+                    FailureClass::QueryRejected,
+                    "clinic_http_422",
+                ))
+                .log()
+                .unwrap();
+            let code = refused_code(second.admit(&spec("pol-a", limits), &call).unwrap());
+            assert_eq!(code, "unchanged_retry");
+            // A changed request is the one correction.
+            assert!(matches!(
+                second
+                    .admit(&spec("pol-a", limits), &clinic_call("cpu", 2))
+                    .unwrap(),
+                Admitted::Run(_)
+            ));
+            // A new envelope is a new turn.
+            assert!(matches!(
+                second.admit(&spec("pol-b", limits), &call).unwrap(),
+                Admitted::Run(_)
+            ));
+            let entries = entries_of(&backend, "pol-a");
+            assert_eq!(entries.len(), 5, "{entries:?}");
+            assert!(
+                entries.iter().any(|e| e.contains("\"unchanged_retry\"")),
+                "{entries:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_shared_failure_stops_the_turn_for_every_package() {
+        for backend in Backend::both() {
+            let ledger = backend.handle();
+            let limits = TurnLimits::new(8);
+            let manus = Call::single(
+                PackageId::new("managed_auto_oncall_manus").unwrap(),
+                Provider::Manus,
+                QueryId::new("mem").unwrap(),
+                Some(digest(3)),
+            );
+            let Admitted::Run(running) = ledger.admit(&spec("p", limits), &manus).unwrap() else {
+                panic!("refused")
+            };
+            running
+                .answer(&failed(
+                    &manus,
+                    FailureClass::Authentication,
+                    "manus_login_failed",
+                ))
+                .log()
+                .unwrap();
+            let code = refused_code(
+                ledger
+                    .admit(&spec("p", limits), &clinic_call("cpu", 1))
+                    .unwrap(),
+            );
+            assert_eq!(code, "turn_stopped");
+        }
+    }
+
+    #[test]
+    fn the_call_limit_counts_every_process() {
+        for backend in Backend::both() {
+            let limits = TurnLimits::new(2);
+            for (i, q) in ["a", "b"].iter().enumerate() {
+                let ledger = backend.handle();
+                let admitted = ledger
+                    .admit(
+                        &spec("p", limits),
+                        &clinic_call(q, u8::try_from(i).unwrap()),
+                    )
+                    .unwrap();
+                assert!(matches!(admitted, Admitted::Run(_)));
+            }
+            let ledger = backend.handle();
+            let code = refused_code(
+                ledger
+                    .admit(&spec("p", limits), &clinic_call("c", 9))
+                    .unwrap(),
+            );
+            assert_eq!(code, "turn_call_limit");
+        }
+    }
+
+    #[test]
+    fn a_call_whose_process_ended_before_its_answer_is_abandoned_once() {
+        for backend in Backend::both() {
+            let ledger = backend.handle();
+            let limits = TurnLimits::new(8);
+            let call = clinic_call("cpu", 1);
+            // A short lease: the Redis store learns of the end only when it runs out.
+            let short = TurnSpec {
+                runs_for: Duration::from_millis(300),
+                ..spec("p", limits)
+            };
+            let Admitted::Run(running) = ledger.admit(&short, &call).unwrap() else {
+                panic!("refused")
+            };
+            // The process ends between the admission and its answer: its lock goes.
+            drop(running);
+            if matches!(backend, Backend::Redis(_)) {
+                // Until the lease ends, the call is in flight.
+                let code = refused_code(ledger.admit(&spec("p", limits), &call).unwrap());
+                assert_eq!(code, "query_in_flight");
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            let code = refused_code(ledger.admit(&spec("p", limits), &call).unwrap());
+            assert_eq!(code, "unchanged_retry");
+            let changed = clinic_call("cpu", 5);
+            let code = refused_code(ledger.admit(&spec("p", limits), &changed).unwrap());
+            assert_eq!(code, "objective_failed");
+            let other = ledger
+                .admit(&spec("p", limits), &clinic_call("mem", 2))
+                .unwrap();
+            assert!(matches!(other, Admitted::Run(_)));
+            let entries = entries_of(&backend, "p");
+            let abandoned = entries
+                .iter()
+                .filter(|e| e.contains("\"abandoned\""))
+                .count();
+            assert_eq!(abandoned, 1, "{entries:?}");
+            if let Backend::File(dir) = &backend {
+                assert!(!dir.path().join("p.call-0.lock").exists());
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_or_unwritable_directory_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = TurnLedger::new(dir.path().join("gone"));
+        let err = gone
+            .admit(&spec("p", TurnLimits::new(8)), &clinic_call("cpu", 1))
+            .unwrap_err();
+        assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextMissing);
+        // A directory where the turn's file should be: nothing can be appended.
+        let blocked = TurnLedger::new(dir.path().to_owned());
+        std::fs::create_dir(dir.path().join("p.jsonl")).unwrap();
+        let err = blocked
+            .admit(&spec("p", TurnLimits::new(8)), &clinic_call("cpu", 1))
+            .unwrap_err();
+        assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
+        // A file where the directory should be.
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        let err = TurnLedger::new(dir.path().join("file"))
+            .check()
+            .unwrap_err();
+        assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
+        use std::os::unix::fs::PermissionsExt as _;
+        let locked_dir = dir.path().join("ro");
+        std::fs::create_dir(&locked_dir).unwrap();
+        std::fs::set_permissions(&locked_dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let ro = TurnLedger::new(locked_dir.clone());
+        let result = ro.admit(&spec("p", TurnLimits::new(8)), &clinic_call("cpu", 1));
+        // Root writes anyway; everyone else is refused.
+        if std::fs::write(locked_dir.join("probe"), "").is_err() {
+            let err = result.unwrap_err();
+            assert_eq!(err.to_failure().kind, RuntimeFailureKind::ContextInvalid);
+        }
+    }
+
+    /// What a step's call gets back when it runs.
+    #[derive(Debug, Clone, Copy)]
+    enum Answer {
+        Ok,
+        Rejected,
+        Shared,
+        Internal,
+    }
+
+    fn answer(call: &Call, answer: Answer) -> ToolResult {
+        let q = &call.queries[0];
+        match answer {
+            Answer::Ok => ToolResult::new(Details::success(
+                origin_of(call),
+                q.query_id.clone(),
+                q.request_digest.unwrap(),
+                evidence_result::Evidence::no_data(None, 5),
+            ))
+            .unwrap(),
+            Answer::Rejected => failed(call, FailureClass::QueryRejected, "clinic_http_422"),
+            Answer::Shared => failed(call, FailureClass::Authentication, "session_bootstrap"),
+            Answer::Internal => failed(call, FailureClass::Internal, "request_failed"),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Over any sequence of calls from the three packages' servers (each call through
+        /// a ledger handle of its own, as separate processes do), in either store: no call runs after a
+        /// shared failure in the same turn, and no call runs with the request of an
+        /// earlier failed attempt of its query.
+        #[test]
+        fn nothing_runs_after_a_shared_failure_and_no_unchanged_retry_runs(
+            steps in proptest::collection::vec(
+                (0..3usize, 0..3u8, 0..3u8, proptest::prop_oneof![
+                    proptest::strategy::Just(Answer::Ok),
+                    proptest::strategy::Just(Answer::Rejected),
+                    proptest::strategy::Just(Answer::Shared),
+                    proptest::strategy::Just(Answer::Internal),
+                ], proptest::bool::weighted(0.1)),
+                1..24,
+            ),
+            on_redis in proptest::bool::ANY,
+        ) {
+            let backend = if on_redis {
+                REDIS.with(|r| Backend::Redis(r.take().unwrap_or_else(|| RedisServer::start().unwrap())))
+            } else {
+                Backend::File(tempfile::tempdir().unwrap())
+            };
+            // Each case its own turns: the Redis is shared by the cases of a thread.
+            let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let packages = [
+                ("managed_auto_oncall_clinic", Provider::Clinic),
+                ("managed_auto_oncall_manus", Provider::Manus),
+                ("managed_auto_oncall_wetech", Provider::Wetech),
+            ];
+            let mut policy = pol(&format!("pol-prop-{case}-0"));
+            let mut turn_no = 0;
+            let mut stopped = false;
+            let mut failed_requests: Vec<(usize, u8, u8)> = Vec::new();
+            for (package, query, request, outcome, new_envelope) in steps {
+                if new_envelope {
+                    turn_no += 1;
+                    policy = pol(&format!("pol-prop-{case}-{turn_no}"));
+                    stopped = false;
+                    failed_requests.clear();
+                }
+                let (identity, provider) = packages[package];
+                let call = Call::single(
+                    PackageId::new(identity).unwrap(),
+                    provider,
+                    QueryId::new(format!("q{query}")).unwrap(),
+                    Some(digest(request)),
+                );
+                let ledger = backend.handle();
+                match ledger.admit(&TurnSpec::untimed(policy.clone(), TurnLimits::new(64)), &call).unwrap() {
+                    Admitted::Refused(_) => {}
+                    Admitted::Run(running) => {
+                        proptest::prop_assert!(!stopped, "a call ran after a shared failure");
+                        proptest::prop_assert!(
+                            !failed_requests.contains(&(package, query, request)),
+                            "an unchanged retry ran"
+                        );
+                        running.answer(&answer(&call, outcome)).log().unwrap();
+                        match outcome {
+                            Answer::Ok => {}
+                            Answer::Shared => {
+                                stopped = true;
+                                failed_requests.push((package, query, request));
+                            }
+                            Answer::Rejected | Answer::Internal => {
+                                failed_requests.push((package, query, request));
+                            }
+                        }
+                    }
+                }
+            }
+            if let Backend::Redis(server) = backend {
+                REDIS.with(|r| r.set(Some(server)));
+            }
+        }
+    }
+
+    thread_local! {
+        /// The Redis the property cases of a thread share.
+        static REDIS: std::cell::Cell<Option<RedisServer>> = const { std::cell::Cell::new(None) };
+    }
+    /// The number of the next property case (its turns' policy ids).
+    static CASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    #[test]
+    fn a_corrupt_line_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.jsonl"), "{not an entry\n").unwrap();
+        let ledger = TurnLedger::new(dir.path().to_owned());
+        let err = ledger
+            .admit(&spec("p", TurnLimits::new(8)), &clinic_call("cpu", 1))
+            .unwrap_err();
+        assert!(matches!(err, LedgerError::Corrupt { line: 1, .. }), "{err}");
+    }
+}

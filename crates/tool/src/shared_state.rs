@@ -1,0 +1,320 @@
+//! The Redis that the turn ledger and the session store of tool servers on several hosts
+//! share (`EVIDENCE_TURN_LEDGER=redis://...` or `rediss://...`): its address, held as a
+//! secret since it may carry the password and shown only with the password replaced;
+//! TLS (`rediss://`, the system's roots or the CA file `EVIDENCE_TURN_LEDGER_CA`); the
+//! check that the server keeps what it acknowledges (the append-only file with
+//! `appendfsync always`: a restart must not reopen a stopped turn); and a few open
+//! connections reused by the calls of a process, each use bounded by a timeout the
+//! caller gives (what is left of the call's deadline).
+//!
+//! Every failure is a [`SharedStateError`] whose text names the redacted address and
+//! never the password: Redis not reachable, not answering in time, answering what is not
+//! a Redis answer, or running without the persistence the turn rules need.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::{Client, Connection, RedisError};
+use secrecy::{ExposeSecret as _, SecretString};
+
+/// The URL schemes of a Redis turn ledger.
+pub(crate) const SCHEMES: [&str; 2] = ["redis://", "rediss://"];
+
+/// The shortest timeout a use is given (a timeout of zero means none to the socket).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// How many idle connections a process keeps.
+const POOL: usize = 16;
+
+/// Why the shared state could not be used. Each one fails the call closed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum SharedStateError {
+    /// The address does not parse, or its TLS material cannot be read.
+    #[error("the turn ledger's Redis address {at} cannot be used: {why}")]
+    Address { at: String, why: String },
+    /// Redis could not be reached or did not answer in time.
+    #[error("the turn ledger's Redis at {at} could not be {action}: {why}")]
+    Unavailable {
+        at: String,
+        action: &'static str,
+        why: String,
+    },
+    /// Redis answered something that is not the answer asked for.
+    #[error(
+        "the turn ledger's Redis at {at} answered {action} with what the ledger cannot read: {why}"
+    )]
+    Nonsense {
+        at: String,
+        action: &'static str,
+        why: String,
+    },
+    /// Redis does not keep what it acknowledges across a restart.
+    #[error(
+        "the turn ledger's Redis at {at} does not keep what it acknowledges across a restart \
+         ({why}); run it with `appendonly yes` and `appendfsync always`"
+    )]
+    NotDurable { at: String, why: String },
+}
+
+/// The Redis of a deployment (see the module documentation). Cloning shares the
+/// connections.
+#[derive(Clone)]
+pub(crate) struct SharedState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    /// The address with its password replaced, for every message.
+    shown: String,
+    /// The password, to scrub from any text a Redis error carries.
+    password: Option<SecretString>,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SharedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SharedState")
+            .field(&self.inner.shown)
+            .finish()
+    }
+}
+
+/// Whether `text` names a Redis (one of [`SCHEMES`]).
+pub(crate) fn is_redis_url(text: &str) -> bool {
+    SCHEMES.iter().any(|s| text.starts_with(s))
+}
+
+/// `url` with any password replaced by `***` (and nothing else of it changed), or a
+/// placeholder when it does not parse.
+pub(crate) fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ignored = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(an address that is not a URL)".to_owned(),
+    }
+}
+
+impl SharedState {
+    /// The Redis at `url` (`redis://` or `rediss://`), its server certificate checked
+    /// against `ca_pem` when given (else the system's roots). Nothing is connected yet.
+    pub(crate) fn open(
+        url: &SecretString,
+        ca_pem: Option<Vec<u8>>,
+    ) -> Result<Self, SharedStateError> {
+        let text = url.expose_secret();
+        let shown = redacted(text);
+        let address = |why: String| SharedStateError::Address {
+            at: shown.clone(),
+            why,
+        };
+        let parsed = url::Url::parse(text).map_err(|e| address(e.to_string()))?;
+        if !is_redis_url(text) {
+            return Err(address("it is neither redis:// nor rediss://".to_owned()));
+        }
+        let tls = parsed.scheme() == "rediss";
+        if ca_pem.is_some() && !tls {
+            return Err(address(
+                "a CA file is given for a plain redis:// address; use rediss://".to_owned(),
+            ));
+        }
+        let password = parsed
+            .password()
+            .map(|p| SecretString::from(percent_decoded(p)));
+        if tls {
+            // The connectors' provider, unless the process chose one already.
+            if rustls::crypto::CryptoProvider::get_default().is_none() {
+                let _already = rustls::crypto::ring::default_provider().install_default();
+            }
+        }
+        let client = match ca_pem {
+            Some(root) => Client::build_with_tls(
+                text,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root),
+                },
+            ),
+            None => Client::open(text),
+        };
+        let client = client.map_err(|e| address(scrub(&e.to_string(), password.as_ref())))?;
+        Ok(SharedState {
+            inner: Arc::new(Inner {
+                client,
+                shown,
+                password,
+                idle: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The address as every message shows it (password replaced).
+    pub(crate) fn shown(&self) -> &str {
+        &self.inner.shown
+    }
+
+    /// Runs `work` on a connection (an idle one, or a new one checked for durability),
+    /// every read and write of it bounded by `timeout`. A connection that failed is
+    /// dropped, never reused.
+    pub(crate) fn with<T>(
+        &self,
+        action: &'static str,
+        timeout: Duration,
+        work: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, SharedStateError> {
+        let timeout = timeout.max(MIN_TIMEOUT);
+        let idle = self.inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => self.connect(timeout)?,
+        };
+        conn.set_read_timeout(Some(timeout))
+            .and_then(|()| conn.set_write_timeout(Some(timeout)))
+            .map_err(|e| self.error("configured", &e))?;
+        match work(&mut conn) {
+            Ok(value) => {
+                if let Ok(mut idle) = self.inner.idle.lock()
+                    && idle.len() < POOL
+                {
+                    idle.push(conn);
+                }
+                Ok(value)
+            }
+            Err(e) => Err(self.error(action, &e)),
+        }
+    }
+
+    fn connect(&self, timeout: Duration) -> Result<Connection, SharedStateError> {
+        let mut conn = self
+            .inner
+            .client
+            .get_connection_with_timeout(timeout)
+            .map_err(|e| self.error("connected to", &e))?;
+        conn.set_read_timeout(Some(timeout))
+            .and_then(|()| conn.set_write_timeout(Some(timeout)))
+            .map_err(|e| self.error("configured", &e))?;
+        self.check_durable(&mut conn)?;
+        Ok(conn)
+    }
+
+    /// Refuses a Redis without the append-only file, or (where `CONFIG GET` answers) one
+    /// that does not fsync each write: an acknowledged admission or stop would be lost
+    /// by a restart.
+    fn check_durable(&self, conn: &mut Connection) -> Result<(), SharedStateError> {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(conn)
+            .map_err(|e| self.error("asked for its persistence", &e))?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+                .map(str::to_owned)
+        };
+        let not_durable = |why: String| SharedStateError::NotDurable {
+            at: self.inner.shown.clone(),
+            why,
+        };
+        match field("aof_enabled").as_deref() {
+            Some("1") => {}
+            Some(other) => return Err(not_durable(format!("aof_enabled is {other}"))),
+            None => {
+                return Err(SharedStateError::Nonsense {
+                    at: self.inner.shown.clone(),
+                    action: "INFO persistence",
+                    why: "no aof_enabled field".to_owned(),
+                });
+            }
+        }
+        // Managed services may refuse CONFIG; the append-only file is then their promise.
+        let fsync: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query(conn);
+        if let Ok(pair) = fsync
+            && let [_, value] = pair.as_slice()
+            && value != "always"
+        {
+            return Err(not_durable(format!("appendfsync is {value}")));
+        }
+        Ok(())
+    }
+
+    fn error(&self, action: &'static str, e: &RedisError) -> SharedStateError {
+        let at = self.inner.shown.clone();
+        let why = scrub(&e.to_string(), self.inner.password.as_ref());
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+        {
+            SharedStateError::Unavailable { at, action, why }
+        } else {
+            SharedStateError::Nonsense { at, action, why }
+        }
+    }
+}
+
+/// `text` with the password, if it appears, replaced.
+fn scrub(text: &str, password: Option<&SecretString>) -> String {
+    match password.map(|p| p.expose_secret()) {
+        Some(p) if !p.is_empty() => text.replace(p, "***"),
+        _ => text.to_owned(),
+    }
+}
+
+fn percent_decoded(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_never_shown() {
+        assert_eq!(
+            redacted("redis://:s3cret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redacted("rediss://user:p%40ss@host:6380"),
+            "rediss://user:***@host:6380"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        let url = SecretString::from("redis://:s3cret@127.0.0.1:1/0");
+        let state = SharedState::open(&url, None).unwrap();
+        assert!(!format!("{state:?}").contains("s3cret"));
+        // Nothing listens on port 1: refused, and the message names no password.
+        let err = state
+            .with("read", Duration::from_millis(200), |c| {
+                redis::cmd("PING").query::<String>(c)
+            })
+            .unwrap_err();
+        assert!(matches!(err, SharedStateError::Unavailable { .. }), "{err}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert_eq!(scrub("a s3cret b", Some(&"s3cret".into())), "a *** b");
+    }
+
+    #[test]
+    fn bad_addresses_are_refused() {
+        for bad in ["http://127.0.0.1:6379", "redis//x", "not a url"] {
+            let err = SharedState::open(&SecretString::from(bad), None).unwrap_err();
+            assert!(
+                matches!(err, SharedStateError::Address { .. }),
+                "{bad}: {err}"
+            );
+        }
+        let err = SharedState::open(
+            &SecretString::from("redis://127.0.0.1:1"),
+            Some(b"x".to_vec()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("rediss://"), "{err}");
+    }
+}
