@@ -27,7 +27,7 @@ use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
 use blocks::{Block, blocks, json_values};
-use session::{CHROMIUM, CURL, PROMETHEUS, ROOT};
+use session::{CHROMIUM, CURL, PROMETHEUS, REDIS, ROOT};
 
 /// The sessions, each run by one test below, and the one file that holds each.
 const SESSIONS: [(&str, &str); 5] = [
@@ -264,10 +264,11 @@ fn quick_start() {
 }
 
 /// The first hour: one call of each package against the local test fronts (real
-/// Prometheus, real Chromium), the workspace and `opencode mcp list`.
+/// Prometheus, real Chromium), the workspace and `opencode mcp list`, and two replicas
+/// sharing a real Redis turn ledger.
 #[test]
 fn first_hour() {
-    for program in PROMETHEUS.into_iter().chain(CHROMIUM) {
+    for program in PROMETHEUS.into_iter().chain(CHROMIUM).chain(REDIS) {
         session::require(program);
     }
     let opencode = session::opencode();

@@ -61,6 +61,17 @@ pub(crate) const CHROMIUM: [Program; 2] = [
         install: "apt-get install -y chromium chromium-driver",
     },
 ];
+/// Redis, for the turn ledger of replicas on several hosts (the first hour).
+pub(crate) const REDIS: [Program; 2] = [
+    Program {
+        name: "redis-server",
+        install: "apt-get install -y redis-server",
+    },
+    Program {
+        name: "redis-cli",
+        install: "apt-get install -y redis-server",
+    },
+];
 /// curl, for the readiness wait of the Clinic demo.
 pub(crate) const CURL: Program = Program {
     name: "curl",

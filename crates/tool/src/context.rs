@@ -19,7 +19,7 @@ pub const AUDIT_LOG_ENV: &str = "EVIDENCE_AUDIT_LOG";
 /// deployment; an MCP server does not start without it.
 pub const TURN_LEDGER_ENV: &str = "EVIDENCE_TURN_LEDGER";
 /// The CA certificate (PEM file) that signs the certificate of a `rediss://` turn
-/// ledger, when it is not in the system's roots (deployment configuration).
+/// ledger, when it is not in the system's roots (set with the ledger).
 pub const TURN_LEDGER_CA_ENV: &str = "EVIDENCE_TURN_LEDGER_CA";
 /// The Clinic API base URL (deployment configuration).
 pub const CLINIC_BASE_URL_ENV: &str = "CLINIC_BASE_URL";
@@ -138,7 +138,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
     var(
         TURN_LEDGER_CA_ENV,
         ReadBy::AllTools,
-        SetBy::Deployment,
+        SetBy::Runtime,
         false,
         "PEM file of the CA that signs a `rediss://` turn ledger's certificate (the system's roots when unset)",
     ),

@@ -12,9 +12,9 @@
 //! a Redis answer, or running without the persistence the turn rules need.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::{Client, Connection, RedisError};
+use redis::{Client, Connection, IntoConnectionInfo as _, RedisError};
 use secrecy::{ExposeSecret as _, SecretString};
 
 /// The URL schemes of a Redis turn ledger.
@@ -131,15 +131,24 @@ impl SharedState {
                 let _already = rustls::crypto::ring::default_provider().install_default();
             }
         }
+        // No `CLIENT SETINFO` at connect: its replies are read one timeout each, and
+        // their errors ignored, so a stopped Redis would hold a connect past its time.
+        let info = text
+            .into_connection_info()
+            .map(|info| {
+                let settings = info.redis_settings().clone().set_skip_set_lib_name();
+                info.set_redis_settings(settings)
+            })
+            .map_err(|e| address(scrub(&e.to_string(), password.as_ref())))?;
         let client = match ca_pem {
             Some(root) => Client::build_with_tls(
-                text,
+                info,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(root),
                 },
             ),
-            None => Client::open(text),
+            None => Client::open(info),
         };
         let client = client.map_err(|e| address(scrub(&e.to_string(), password.as_ref())))?;
         Ok(SharedState {
@@ -158,23 +167,21 @@ impl SharedState {
     }
 
     /// Runs `work` on a connection (an idle one, or a new one checked for durability),
-    /// every read and write of it bounded by `timeout`. A connection that failed is
-    /// dropped, never reused.
+    /// all of it, connecting and checking included, within `timeout`. A connection that
+    /// failed is dropped, never reused.
     pub(crate) fn with<T>(
         &self,
         action: &'static str,
         timeout: Duration,
         work: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, SharedStateError> {
-        let timeout = timeout.max(MIN_TIMEOUT);
+        let by = Instant::now() + timeout.max(MIN_TIMEOUT);
         let idle = self.inner.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut conn = match idle {
             Some(conn) => conn,
-            None => self.connect(timeout)?,
+            None => self.connect(by)?,
         };
-        conn.set_read_timeout(Some(timeout))
-            .and_then(|()| conn.set_write_timeout(Some(timeout)))
-            .map_err(|e| self.error("configured", &e))?;
+        self.bound(&conn, by)?;
         match work(&mut conn) {
             Ok(value) => {
                 if let Ok(mut idle) = self.inner.idle.lock()
@@ -188,23 +195,39 @@ impl SharedState {
         }
     }
 
-    fn connect(&self, timeout: Duration) -> Result<Connection, SharedStateError> {
+    /// Bounds the next reads and writes of `conn` by the instant `by`.
+    fn bound(&self, conn: &Connection, by: Instant) -> Result<(), SharedStateError> {
+        let left = by.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SharedStateError::Unavailable {
+                at: self.inner.shown.clone(),
+                action: "used",
+                why: "out of time".to_owned(),
+            });
+        }
+        conn.set_read_timeout(Some(left))
+            .and_then(|()| conn.set_write_timeout(Some(left)))
+            .map_err(|e| self.error("configured", &e))
+    }
+
+    fn connect(&self, by: Instant) -> Result<Connection, SharedStateError> {
+        let left = by
+            .saturating_duration_since(Instant::now())
+            .max(MIN_TIMEOUT);
         let mut conn = self
             .inner
             .client
-            .get_connection_with_timeout(timeout)
+            .get_connection_with_timeout(left)
             .map_err(|e| self.error("connected to", &e))?;
-        conn.set_read_timeout(Some(timeout))
-            .and_then(|()| conn.set_write_timeout(Some(timeout)))
-            .map_err(|e| self.error("configured", &e))?;
-        self.check_durable(&mut conn)?;
+        self.check_durable(&mut conn, by)?;
         Ok(conn)
     }
 
     /// Refuses a Redis without the append-only file, or (where `CONFIG GET` answers) one
     /// that does not fsync each write: an acknowledged admission or stop would be lost
     /// by a restart.
-    fn check_durable(&self, conn: &mut Connection) -> Result<(), SharedStateError> {
+    fn check_durable(&self, conn: &mut Connection, by: Instant) -> Result<(), SharedStateError> {
+        self.bound(conn, by)?;
         let info: String = redis::cmd("INFO")
             .arg("persistence")
             .query(conn)
@@ -230,15 +253,24 @@ impl SharedState {
             }
         }
         // Managed services may refuse CONFIG; the append-only file is then their promise.
+        self.bound(conn, by)?;
         let fsync: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
             .arg("GET")
             .arg("appendfsync")
             .query(conn);
-        if let Ok(pair) = fsync
-            && let [_, value] = pair.as_slice()
-            && value != "always"
-        {
-            return Err(not_durable(format!("appendfsync is {value}")));
+        match fsync {
+            Ok(pair) => {
+                if let [_, value] = pair.as_slice()
+                    && value != "always"
+                {
+                    return Err(not_durable(format!("appendfsync is {value}")));
+                }
+            }
+            // Not answered: the connection may still get the reply, so it is not used.
+            Err(e) if is_unanswered(&e) => return Err(self.error("asked for appendfsync", &e)),
+            // Refused (`CONFIG` renamed or not permitted): the append-only file is the
+            // service's promise.
+            Err(_) => {}
         }
         Ok(())
     }
@@ -256,6 +288,12 @@ impl SharedState {
             SharedStateError::Nonsense { at, action, why }
         }
     }
+}
+
+/// Whether `e` is Redis not answering (unreachable, too slow, gone), as against an
+/// answer that is an error or not the one asked for.
+fn is_unanswered(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
 }
 
 /// `text` with the password, if it appears, replaced.

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use evidence_policy::SessionToken;
-use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
+use evidence_result::{Status, ToolResult};
 use evidence_test_support as test_support;
 use evidence_tool::mcp::{
     ALLOW_HOST_FLAG, ENVELOPES_PATH, HTTP_REQUEST_RECORD, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG,
@@ -36,33 +36,12 @@ fn args(query_id: &str) -> Value {
                         "step": "15s", "unit": "cores"}]})
 }
 
-/// An SDK session against `url` at `version`, with `headers` on every request.
-fn http_session(label: &str, url: &str, headers: Value, version: &str, steps: Vec<Value>) -> Value {
-    json!({"label": label, "url": url, "headers": headers, "version": version, "steps": steps})
-}
-
 fn call(label: &str, arguments: Value) -> Value {
-    json!({"label": label, "tool": CLINIC, "arguments": arguments})
+    tool_call(label, CLINIC, arguments)
 }
 
-/// The managed result of an SDK step.
 fn result_of(step: &Value) -> ToolResult {
-    assert!(step.get("protocol_error").is_none(), "{step}");
-    let mcp: McpCallToolResult = serde_json::from_value(json!({
-        "content": step["content"], "structuredContent": step["structuredContent"],
-        "isError": step["isError"],
-    }))
-    .unwrap();
-    ToolResult::from_mcp(&mcp).unwrap()
-}
-
-fn session_of<'a>(output: &'a Value, label: &str) -> &'a Value {
-    output["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["label"] == label)
-        .unwrap_or_else(|| panic!("no session {label}: {output}"))
+    step_result(step)
 }
 
 /// Prometheus behind the Clinic front (with `delay` before each answer), a deployed
@@ -139,31 +118,9 @@ impl Setup {
     }
 }
 
-/// The environment of a server over HTTP: no envelope file (the sessions' envelopes are
-/// delivered to it).
-fn http_env(env: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
-    env.iter()
-        .filter(|(name, _)| *name != "EVIDENCE_TRUSTED_CONTEXT")
-        .cloned()
-        .collect()
-}
-
 /// The tests' Clinic policy signed for the session of `token`, with `extra` over it.
 fn session_policy(token: &SessionToken, extra: Value) -> Value {
-    let mut policy = policy("clinic", CLINIC, extra);
-    policy["session"] = json!(token.digest().to_string());
-    policy
-}
-
-/// The envelope of `policy` for the deployed package `package_dir`, as JSON.
-fn sign_session(package_dir: &Path, policy: &Value) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let signed = sign(dir.path(), "envelope.json", package_dir, policy);
-    std::fs::read_to_string(signed.envelope).unwrap()
-}
-
-fn session_headers(token: &SessionToken) -> Value {
-    json!({ SESSION_HEADER: token.expose() })
+    session_policy_of("clinic", CLINIC, token, extra)
 }
 
 /// The call records of an audit log (request records left out).

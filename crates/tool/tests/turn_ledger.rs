@@ -7,7 +7,8 @@
 //! envelope starts a new turn; a server killed between a call's admission and its answer
 //! leaves a ledger the next server reads; a ledger that is missing or unusable fails
 //! closed; without the variable the server does not start, and the one-shot entrypoint
-//! runs as before.
+//! runs as before. The rules and the crash are shown with both stores of the ledger: a
+//! directory, and a real Redis (`EVIDENCE_TURN_LEDGER=redis://...`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -15,10 +16,9 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use evidence_result::{Status, ToolResult, mcp::McpCallToolResult};
 use evidence_test_support as test_support;
-use secrecy::SecretString;
+
 use serde_json::{Value, json};
 use support::*;
 
@@ -62,6 +62,38 @@ fn code_of(result: &ToolResult) -> String {
         .unwrap_or_default()
 }
 
+/// Where the servers' turn ledger is: a directory, or a real Redis.
+enum Store {
+    Dir(PathBuf),
+    Redis(test_support::RedisServer),
+}
+
+impl Store {
+    fn dir(fronts: &Fronts) -> Store {
+        Store::Dir(new_ledger(fronts.dir.path()))
+    }
+
+    fn redis() -> Store {
+        Store::Redis(test_support::RedisServer::start().unwrap())
+    }
+
+    /// What `EVIDENCE_TURN_LEDGER` says.
+    fn value(&self) -> String {
+        match self {
+            Store::Dir(dir) => dir.display().to_string(),
+            Store::Redis(server) => server.url(),
+        }
+    }
+
+    /// The entries of the turn `policy_id`; each must parse.
+    fn entries(&self, policy_id: &str) -> Vec<Value> {
+        match self {
+            Store::Dir(dir) => ledger_entries(dir, policy_id),
+            Store::Redis(server) => redis_entries(&server.url(), policy_id),
+        }
+    }
+}
+
 /// The entries of the turn file of `policy_id` in `ledger`; each line must parse.
 fn ledger_entries(ledger: &Path, policy_id: &str) -> Vec<Value> {
     std::fs::read_to_string(ledger.join(format!("{policy_id}.jsonl")))
@@ -77,42 +109,19 @@ fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// Real Prometheus behind both fronts, the two deployable folders.
 struct Fronts {
-    _main: test_support::Prometheus,
-    _vida: test_support::Prometheus,
-    clinic_front: test_support::ClinicFront,
-    manus_front: test_support::ManusFront,
+    providers: Providers,
     dir: tempfile::TempDir,
     clinic: PathBuf,
     manus: PathBuf,
 }
 
 async fn fronts() -> Fronts {
-    let main = test_support::Prometheus::start(test_support::Fixture::Main)
-        .await
-        .unwrap();
-    let vida = test_support::Prometheus::start(test_support::Fixture::Vida)
-        .await
-        .unwrap();
-    let clinic_front =
-        test_support::ClinicFront::start(&main.url(), SecretString::from(CLINIC_TOKEN.to_owned()))
-            .await
-            .unwrap();
-    let manus_front = test_support::ManusFront::start(
-        "vida",
-        &vida.url(),
-        SecretString::from(MANUS_USER.to_owned()),
-        SecretString::from(MANUS_PASSWORD.to_owned()),
-    )
-    .await
-    .unwrap();
+    let providers = Providers::start(CLINIC_TOKEN, MANUS_USER, MANUS_PASSWORD).await;
     let dir = tempfile::tempdir().unwrap();
     let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
     let (manus, _) = deploy(dir.path(), MANUS, "v2", MANUS_TOOL);
     Fronts {
-        _main: main,
-        _vida: vida,
-        clinic_front,
-        manus_front,
+        providers,
         dir,
         clinic,
         manus,
@@ -121,12 +130,12 @@ async fn fronts() -> Fronts {
 
 impl Fronts {
     fn clinic_sent(&self) -> usize {
-        self.clinic_front.requests().len()
+        self.providers.clinic_front.requests().len()
     }
 
     /// The Clinic server's environment under the envelope of `policy_id`, with `ledger`
     /// (`None`: without the variable).
-    fn clinic_env(&self, policy_id: &str, ledger: Option<&Path>) -> Vec<(&'static str, String)> {
+    fn clinic_env(&self, policy_id: &str, ledger: Option<&str>) -> Vec<(&'static str, String)> {
         let signed = sign(
             self.dir.path(),
             "clinic-envelope.json",
@@ -137,11 +146,14 @@ impl Fronts {
             runtime_env(&signed, &self.dir.path().join("clinic-audit.jsonl")),
             ledger,
         );
-        env.extend(clinic_vars(self.clinic_front.base_url(), CLINIC_TOKEN));
+        env.extend(clinic_vars(
+            self.providers.clinic_front.base_url(),
+            CLINIC_TOKEN,
+        ));
         env
     }
 
-    fn manus_env(&self, policy_id: &str, ledger: &Path) -> Vec<(&'static str, String)> {
+    fn manus_env(&self, policy_id: &str, ledger: &str) -> Vec<(&'static str, String)> {
         let signed = sign(
             self.dir.path(),
             "manus-envelope.json",
@@ -156,16 +168,7 @@ impl Fronts {
             runtime_env(&signed, &self.dir.path().join("manus-audit.jsonl")),
             Some(ledger),
         );
-        env.push(("MANUS_VIDA_URL", self.manus_front.base_url()));
-        env.push(("MANUS_USERNAME", MANUS_USER.to_owned()));
-        env.push(("MANUS_PASSWORD", MANUS_PASSWORD.to_owned()));
-        env.push((
-            "MANUS_REF_KEYS",
-            format!(
-                "k1:{}",
-                base64::engine::general_purpose::STANDARD.encode([7u8; 32])
-            ),
-        ));
+        env.extend(self.providers.manus_vars());
         env
     }
 
@@ -177,11 +180,11 @@ impl Fronts {
 /// `env` with its turn ledger replaced by `ledger` (removed for `None`).
 fn with_ledger(
     mut env: Vec<(&'static str, String)>,
-    ledger: Option<&Path>,
+    ledger: Option<&str>,
 ) -> Vec<(&'static str, String)> {
     env.retain(|(k, _)| *k != "EVIDENCE_TURN_LEDGER");
     if let Some(ledger) = ledger {
-        env.push(("EVIDENCE_TURN_LEDGER", ledger.display().to_string()));
+        env.push(("EVIDENCE_TURN_LEDGER", ledger.to_owned()));
     }
     env
 }
@@ -203,16 +206,26 @@ fn answer_of(wire: &mut Wire, id: u64) -> ToolResult {
 }
 
 #[tokio::test]
-async fn the_package_servers_of_one_turn_share_its_rules() {
+async fn the_package_servers_of_one_turn_share_its_rules_in_a_directory() {
     let fronts = fronts().await;
-    let ledger = new_ledger(fronts.dir.path());
+    let store = Store::dir(&fronts);
+    shared_rules(fronts, store).await;
+}
+
+#[tokio::test]
+async fn the_package_servers_of_one_turn_share_its_rules_in_redis() {
+    shared_rules(fronts().await, Store::redis()).await;
+}
+
+async fn shared_rules(fronts: Fronts, store: Store) {
+    let ledger = store.value();
     let turn = "pol-shared-turn";
     let clinic_env = fronts.clinic_env(turn, Some(&ledger));
     let manus_env = fronts.manus_env(turn, &ledger);
     let (clinic_bin, manus_bin) = (entrypoint(&fronts.clinic), entrypoint(&fronts.manus));
     let delay = Duration::from_millis(2000);
-    fronts.clinic_front.faults().set_delay(delay);
-    fronts.manus_front.faults().set_delay(delay);
+    fronts.providers.clinic_front.faults().set_delay(delay);
+    fronts.providers.manus_front.faults().set_delay(delay);
 
     // Both servers' calls at once: each is admitted under the ledger's lock and runs
     // without it, so they overlap.
@@ -250,15 +263,23 @@ async fn the_package_servers_of_one_turn_share_its_rules() {
         elapsed < delay * 2 - Duration::from_millis(200),
         "the two servers' calls did not overlap: {elapsed:?}"
     );
-    let entries = ledger_entries(&ledger, turn);
+    let entries = store.entries(turn);
     let admitted = entries_of(&entries, "admitted");
     assert_eq!(admitted.len(), 2, "{entries:?}");
     assert_ne!(admitted[0]["call"], admitted[1]["call"]);
     assert_eq!(entries_of(&entries, "answered").len(), 2, "{entries:?}");
     let packages: Vec<&Value> = admitted.iter().map(|e| &e["package"]).collect();
     assert!(packages.contains(&&json!(CLINIC)) && packages.contains(&&json!(MANUS)));
-    fronts.clinic_front.faults().set_delay(Duration::ZERO);
-    fronts.manus_front.faults().set_delay(Duration::ZERO);
+    fronts
+        .providers
+        .clinic_front
+        .faults()
+        .set_delay(Duration::ZERO);
+    fronts
+        .providers
+        .manus_front
+        .faults()
+        .set_delay(Duration::ZERO);
 
     // An unchanged retry of a failed request is refused, nothing sent.
     let m2m = clinic_args("tidb_m2m", test_support::TIDB_MANY_TO_MANY.expr);
@@ -286,7 +307,7 @@ async fn the_package_servers_of_one_turn_share_its_rules() {
     // A shared failure in Manus (the target refuses the reader) stops the turn: Clinic's
     // next call, on a new question, is refused with nothing sent, and its audit log
     // records the refusal.
-    fronts.manus_front.set_forbidden(true);
+    fronts.providers.manus_front.set_forbidden(true);
     let audit_before = fronts.clinic_audit().len();
     let sent_before = fronts.clinic_sent();
     let (shared, stopped, clinic_back) = blocking(move || {
@@ -330,30 +351,53 @@ async fn the_package_servers_of_one_turn_share_its_rules() {
     })
     .await;
     assert_eq!(again.details().status, Status::Ok, "{}", again.text());
-    assert_eq!(ledger_entries(&ledger, "pol-next-turn").len(), 2);
+    assert_eq!(store.entries("pol-next-turn").len(), 2);
 }
 
 #[tokio::test]
 async fn a_server_killed_between_admission_and_answer_leaves_a_ledger_the_next_one_reads() {
     let fronts = fronts().await;
-    let ledger = new_ledger(fronts.dir.path());
+    let store = Store::dir(&fronts);
+    killed_mid_call(fronts, store, None).await;
+}
+
+/// The Redis store learns of the end of a killed server's call when its lease (the
+/// call's deadline and margin) runs out: a package of a short `timeout_ms` here.
+#[tokio::test]
+async fn a_replica_killed_mid_call_leaves_the_call_abandoned_in_redis() {
+    let fronts = fronts().await;
+    let apart = fronts.dir.path().join("short-timeout");
+    std::fs::create_dir_all(&apart).unwrap();
+    let (short, _) = deploy_with_timeout(&apart, CLINIC, "v3", CLINIC_TOOL, 5_000);
+    killed_mid_call(fronts, Store::redis(), Some(short)).await;
+}
+
+async fn killed_mid_call(mut fronts: Fronts, store: Store, package: Option<PathBuf>) {
+    if let Some(package) = package {
+        fronts.clinic = package;
+    }
+    let ledger = store.value();
     let turn = "pol-crash-turn";
     let env = fronts.clinic_env(turn, Some(&ledger));
     let bin = entrypoint(&fronts.clinic);
     fronts
+        .providers
         .clinic_front
         .faults()
         .set_delay(Duration::from_millis(4000));
     let cpu = clinic_args("tidb_cpu", test_support::TIDB_CPU.expr);
-    let (ledger_in, cpu_in) = (ledger.clone(), cpu.clone());
-    let (first, second, changed) = blocking(move || {
+    let on_redis = matches!(store, Store::Redis(_));
+    let store = std::sync::Arc::new(store);
+    let (store_in, cpu_in) = (store.clone(), cpu.clone());
+    let (first, in_flight, second, changed) = blocking(move || {
         let mut doomed = started(&bin, &env);
         doomed.send(call_message(1, CLINIC, &cpu_in));
         let deadline = Instant::now() + Duration::from_secs(10);
-        while entries_of(&ledger_entries(&ledger_in, turn), "admitted").is_empty() {
+        while entries_of(&store_in.entries(turn), "admitted").is_empty() {
             assert!(Instant::now() < deadline, "the call was never admitted");
             std::thread::sleep(Duration::from_millis(20));
         }
+        let admitted_at = Instant::now();
         // Killed after the admission was appended, before its answer.
         doomed.child.kill().unwrap();
         doomed.child.wait().unwrap();
@@ -364,27 +408,46 @@ async fn a_server_killed_between_admission_and_answer_leaves_a_ledger_the_next_o
             CLINIC,
             &clinic_args("tidb_other", test_support::TIDB_CPU.expr),
         );
-        let second = call(&mut next, 2, CLINIC, &cpu_in);
+        // In Redis, the killed call is in flight until its lease ends (5 s of
+        // timeout_ms: the rest of the deadline and the margin).
+        let in_flight = on_redis.then(|| call(&mut next, 2, CLINIC, &cpu_in));
+        if on_redis {
+            std::thread::sleep(Duration::from_millis(5_300).saturating_sub(admitted_at.elapsed()));
+        }
+        let second = call(&mut next, 3, CLINIC, &cpu_in);
         let changed = call(
             &mut next,
-            3,
+            4,
             CLINIC,
             &json!({"queries": [{"queryId": "tidb_cpu", "expr": test_support::TIDB_CPU.expr,
                                  "step": "30s", "unit": "cores"}]}),
         );
-        (first, second, changed)
+        (first, in_flight, second, changed)
     })
     .await;
     // Other questions run; the killed call's question is ended: its request is not run
     // again, and no change of it fixes a crash.
     assert_eq!(first.details().status, Status::Ok, "{}", first.text());
+    if let Some(in_flight) = &in_flight {
+        assert_eq!(
+            code_of(in_flight),
+            "query_in_flight",
+            "{}",
+            in_flight.text()
+        );
+    }
     assert_eq!(code_of(&second), "unchanged_retry", "{}", second.text());
     assert_eq!(code_of(&changed), "objective_failed", "{}", changed.text());
-    let entries = ledger_entries(&ledger, turn);
+    let entries = store.entries(turn);
+    let refused = 2 + usize::from(in_flight.is_some());
     assert_eq!(entries_of(&entries, "abandoned").len(), 1, "{entries:?}");
     assert_eq!(entries_of(&entries, "admitted").len(), 2, "{entries:?}");
     assert_eq!(entries_of(&entries, "answered").len(), 1, "{entries:?}");
-    assert_eq!(entries_of(&entries, "refused").len(), 2, "{entries:?}");
+    assert_eq!(
+        entries_of(&entries, "refused").len(),
+        refused,
+        "{entries:?}"
+    );
 }
 
 #[tokio::test]
@@ -395,7 +458,13 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
 
     // Without the variable, or with a directory that is not there, the server refuses
     // the session at `initialize`, naming the variable.
-    for ledger in [None, Some(fronts.dir.path().join("no-such-ledger"))] {
+    let missing = fronts
+        .dir
+        .path()
+        .join("no-such-ledger")
+        .display()
+        .to_string();
+    for ledger in [None, Some(missing)] {
         let env = fronts.clinic_env("pol-no-ledger", ledger.as_deref());
         let bin = bin.clone();
         let init = blocking(move || {
@@ -418,7 +487,7 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
     // A ledger directory removed after start, or whose turn file cannot be appended to:
     // each call is a typed runtime-context failure, nothing sent, one audit record.
     let ledger = new_ledger(fronts.dir.path());
-    let env = fronts.clinic_env("pol-broken-ledger", Some(&ledger));
+    let env = fronts.clinic_env("pol-broken-ledger", Some(&ledger.display().to_string()));
     let (ledger_in, bin_in, cpu_in) = (ledger.clone(), bin.clone(), cpu.clone());
     let (removed, blocked) = blocking(move || {
         let mut wire = started(&bin_in, &env);

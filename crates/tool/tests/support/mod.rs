@@ -13,12 +13,21 @@ use evidence_test_support as test_support;
 use serde_json::{Value, json};
 
 mod http_server;
+mod providers;
 mod sdk;
+mod sessions;
 mod wire;
 #[allow(unused_imports)]
 pub use http_server::{HttpServer, deliver_to};
 #[allow(unused_imports)]
+pub use providers::Providers;
+#[allow(unused_imports)]
 pub use sdk::{python, run_client};
+#[allow(unused_imports)]
+pub use sessions::{
+    http_env, http_session, session_headers, session_of, session_policy_of, sign_session,
+    step_result, tool_call,
+};
 #[allow(unused_imports)]
 pub use wire::Wire;
 
@@ -374,4 +383,18 @@ pub fn ready_env(identity: &str) -> Vec<(&'static str, String)> {
         other => panic!("no ready context for {other}"),
     }
     env
+}
+
+/// The entries of the turn `policy_id` in the Redis turn ledger at `url`, parsed.
+pub fn redis_entries(url: &str, policy_id: &str) -> Vec<Value> {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let raw: Vec<String> = redis::cmd("LRANGE")
+        .arg(format!("evidence:turn:{{{policy_id}}}:entries"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    raw.iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
