@@ -56,15 +56,15 @@ REMOTE_HTTP_GOAL = 3.0
 SESSION_HEADER = "X-Evidence-Session"
 
 
-def ensure_venv(venv: Path) -> None:
-    """The tests' venv with the official MCP SDK; re-runs this script in it."""
+def ensure_venv(venv: Path, script: str = __file__) -> None:
+    """The tests' venv with the official MCP SDK; re-runs `script` (this one) in it."""
     if Path(sys.prefix).resolve() == venv.resolve():
         return
     python = venv / "bin" / "python"
     if not python.exists():
         raise SystemExit(f"{python} is missing: bash scripts/test.sh makes it "
                          "(python3 -m venv .tools/venv && .tools/venv/bin/pip install mcp==2.3.0)")
-    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+    os.execv(str(python), [str(python), script, *sys.argv[1:]])
 
 
 @contextlib.asynccontextmanager

@@ -61,4 +61,80 @@ pub mod internal {
         );
         codes
     }
+
+    /// A turn ledger as `EVIDENCE_TURN_LEDGER` names it (a directory, or a Redis URL),
+    /// for the admission benchmark: each [`AdmissionBench::admit_and_answer`] is what
+    /// one call costs the ledger (its admission, then its answer logged).
+    #[derive(Debug)]
+    pub struct AdmissionBench {
+        ledger: crate::ledger::TurnLedger,
+        package: evidence_result::PackageId,
+    }
+
+    impl AdmissionBench {
+        /// The ledger `value` names, checked (a Redis is connected and its durability
+        /// checked).
+        pub fn open(value: &str) -> Result<Self, String> {
+            let context = if crate::shared_state::is_redis_url(value) {
+                crate::RuntimeContext::new()
+                    .with_shared_turn_ledger(secrecy::SecretString::from(value.to_owned()), None)
+            } else {
+                crate::RuntimeContext::new().with_turn_ledger(value)
+            };
+            let ledger = context
+                .require_turn_ledger()
+                .map_err(|e| e.to_string())?
+                .clone();
+            let package = evidence_result::PackageId::new("managed_auto_oncall_clinic")
+                .map_err(|e| e.to_string())?;
+            Ok(AdmissionBench { ledger, package })
+        }
+
+        /// Admits one call of `query` in the turn `policy_id` (at most `max_calls` to a
+        /// turn), then logs its answer (`ok`, stand-in evidence); whether it was admitted.
+        pub fn admit_and_answer(
+            &self,
+            policy_id: &str,
+            query: &str,
+            max_calls: u32,
+        ) -> Result<bool, String> {
+            use evidence_result::{
+                Details, Evidence, Provider, QueryId, RequestDigest, ToolResult,
+            };
+            let error = |e: &dyn std::fmt::Display| e.to_string();
+            let digest: RequestDigest = "0123456789abcdef0123456789abcdef"
+                .parse()
+                .map_err(|e| error(&e))?;
+            let query_id = QueryId::new(query).map_err(|e| error(&e))?;
+            let call = evidence_materialize::Call::single(
+                self.package.clone(),
+                Provider::Clinic,
+                query_id.clone(),
+                Some(digest),
+            );
+            let spec = crate::ledger::TurnSpec {
+                policy_id: evidence_policy::PolicyId::new(policy_id).map_err(|e| error(&e))?,
+                limits: evidence_materialize::TurnLimits::new(max_calls),
+                expires_at: jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1),
+                wait: std::time::Duration::from_secs(10),
+                runs_for: std::time::Duration::from_secs(30),
+                log_within: std::time::Duration::from_secs(10),
+            };
+            match self.ledger.admit(&spec, &call).map_err(|e| error(&e))? {
+                crate::ledger::Admitted::Refused(_) => Ok(false),
+                crate::ledger::Admitted::Run(running) => {
+                    let origin = crate::ledger::rebuild::origin_of(&call);
+                    let result = ToolResult::new(Details::success(
+                        origin,
+                        query_id,
+                        digest,
+                        Evidence::no_data(None, 5),
+                    ))
+                    .map_err(|e| error(&e))?;
+                    running.answer(&result).log().map_err(|e| error(&e))?;
+                    Ok(true)
+                }
+            }
+        }
+    }
 }

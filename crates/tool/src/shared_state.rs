@@ -355,4 +355,31 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("rediss://"), "{err}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Whatever the password (any printable text, percent-encoded in the URL), no
+        /// message of the shared state and no `Debug` of it shows it, nor its encoding.
+        #[test]
+        fn no_message_shows_the_password(password in "[ -~]{6,24}") {
+            let encoded: String =
+                url::form_urlencoded::byte_serialize(password.as_bytes()).collect();
+            let url = format!("redis://user:{encoded}@127.0.0.1:1/0");
+            proptest::prop_assert!(!redacted(&url).contains(&encoded));
+            let state = SharedState::open(&SecretString::from(url), None);
+            let text = match state {
+                Ok(state) => {
+                    let err = state
+                        .with("read", Duration::from_millis(50), |c| {
+                            redis::cmd("PING").query::<String>(c)
+                        })
+                        .unwrap_err();
+                    format!("{err} {err:?} {state:?}")
+                }
+                Err(err) => format!("{err} {err:?}"),
+            };
+            proptest::prop_assert!(!text.contains(&password), "{}", text);
+            proptest::prop_assert!(!text.contains(&encoded), "{}", text);
+        }
+    }
 }

@@ -456,15 +456,17 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
     let bin = entrypoint(&fronts.clinic);
     let cpu = clinic_args("tidb_cpu", test_support::TIDB_CPU.expr);
 
-    // Without the variable, or with a directory that is not there, the server refuses
-    // the session at `initialize`, naming the variable.
+    // Without the variable, with a directory that is not there or a Redis that cannot be
+    // reached, the server refuses the session at `initialize`, naming the variable.
     let missing = fronts
         .dir
         .path()
         .join("no-such-ledger")
         .display()
         .to_string();
-    for ledger in [None, Some(missing)] {
+    // A Redis that nothing answers for (port 1) does not start a server either.
+    let unreachable = "redis://127.0.0.1:1/0".to_owned();
+    for ledger in [None, Some(missing), Some(unreachable)] {
         let env = fronts.clinic_env("pol-no-ledger", ledger.as_deref());
         let bin = bin.clone();
         let init = blocking(move || {

@@ -72,6 +72,19 @@ pub(crate) enum Entry {
     Abandoned { call: u32 },
 }
 
+/// The call an `admitted` or `refused` entry logged, rebuilt from its fields.
+pub(crate) fn logged_call(
+    package: &PackageId,
+    provider: Provider,
+    queries: &[LoggedQuery],
+) -> Call {
+    queries
+        .iter()
+        .fold(Call::new(package.clone(), provider), |c, q| {
+            c.with_query(q.query_id.clone(), q.request_digest)
+        })
+}
+
 pub(crate) fn logged_queries(call: &Call) -> Vec<LoggedQuery> {
     call.queries
         .iter()

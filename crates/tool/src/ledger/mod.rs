@@ -688,4 +688,119 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, LedgerError::Corrupt { line: 1, .. }), "{err}");
     }
+
+    /// Replays `entries`, in their order, through one `Turn`: each logged admission must
+    /// be one it admits, each logged refusal one it refuses with the same code.
+    fn replayed_exactly(entries: &[Entry], limits: TurnLimits) -> Result<(), String> {
+        let mut turn = evidence_materialize::Turn::new(limits);
+        let mut open = std::collections::BTreeMap::new();
+        for entry in entries {
+            match entry {
+                Entry::Admitted {
+                    call,
+                    package,
+                    provider,
+                    queries,
+                } => {
+                    let planned = entry::logged_call(package, *provider, queries);
+                    match turn.admit(&planned).map_err(|e| e.to_string())? {
+                        Admission::Admit(ticket) => {
+                            open.insert(*call, (ticket, planned));
+                        }
+                        Admission::Refuse(r) => {
+                            return Err(format!(
+                                "call {call} admitted, Turn refuses: {}",
+                                r.code.as_str()
+                            ));
+                        }
+                    }
+                }
+                Entry::Refused {
+                    package,
+                    provider,
+                    queries,
+                    code,
+                    ..
+                } => {
+                    let planned = entry::logged_call(package, *provider, queries);
+                    match turn.admit(&planned).map_err(|e| e.to_string())? {
+                        Admission::Refuse(r) if r.code.as_str() == code => {}
+                        other => return Err(format!("refused {code}, Turn says {other:?}")),
+                    }
+                }
+                Entry::Answered {
+                    call,
+                    batch,
+                    attempts,
+                } => {
+                    let (ticket, planned) = open.remove(call).ok_or("an answer of no open call")?;
+                    let result = super::rebuild::rebuilt_result(&planned, *batch, attempts)
+                        .map_err(|e| e.to_string())?;
+                    turn.record(ticket, result, Duration::ZERO)
+                        .map_err(|e| e.to_string())?;
+                }
+                Entry::Abandoned { .. } => return Err("no call was abandoned".to_owned()),
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Replicas admitting at once (threads, each with its own Redis connection) log
+        /// exactly what one `Turn`, fed the log in its order, admits: no two of them ever
+        /// both admit what that `Turn` would refuse, and no turn runs over its limit.
+        #[test]
+        fn concurrent_replicas_admit_exactly_what_one_turn_admits(
+            plans in proptest::collection::vec(
+                proptest::collection::vec((0..3u8, 0..3u8, proptest::prop_oneof![
+                    proptest::strategy::Just(Answer::Ok),
+                    proptest::strategy::Just(Answer::Rejected),
+                    proptest::strategy::Just(Answer::Shared),
+                ]), 1..8),
+                3,
+            ),
+            max_calls in 3..10u32,
+        ) {
+            let server = REDIS.with(|r| r.take()).unwrap_or_else(|| RedisServer::start().unwrap());
+            let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let policy = format!("pol-concurrent-{case}");
+            let limits = TurnLimits::new(max_calls);
+            let url = server.url();
+            std::thread::scope(|scope| {
+                for plan in &plans {
+                    let (url, policy) = (url.clone(), policy.clone());
+                    scope.spawn(move || {
+                        let ledger = TurnLedger::Redis(RedisLedger::new(
+                            SharedState::open(&url.into(), None).unwrap(),
+                        ));
+                        for (query, request, outcome) in plan {
+                            let call = clinic_call(&format!("q{query}"), *request);
+                            let spec = TurnSpec::untimed(pol(&policy), limits);
+                            if let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() {
+                                running.answer(&answer(&call, *outcome)).log().unwrap();
+                            }
+                        }
+                    });
+                }
+            });
+            let backend = Backend::Redis(server);
+            let entries: Vec<Entry> = entries_of(&backend, &policy)
+                .iter()
+                .map(|e| serde_json::from_str(e).unwrap())
+                .collect();
+            let admitted = entries.iter().filter(|e| matches!(e, Entry::Admitted { .. })).count();
+            proptest::prop_assert!(admitted <= max_calls as usize);
+            proptest::prop_assert_eq!(
+                entries.len() - entries.iter().filter(|e| matches!(e, Entry::Answered { .. })).count(),
+                plans.iter().map(Vec::len).sum::<usize>(),
+                "one admission or refusal per call"
+            );
+            let replay = replayed_exactly(&entries, limits);
+            proptest::prop_assert!(replay.is_ok(), "{:?}: {:?}", replay, entries);
+            if let Backend::Redis(server) = backend {
+                REDIS.with(|r| r.set(Some(server)));
+            }
+        }
+    }
 }

@@ -13,7 +13,7 @@ use evidence_result::{
 };
 
 use super::LedgerError;
-use super::entry::{Entry, LoggedAttempt, LoggedOutcome};
+use super::entry::{Entry, LoggedAttempt, LoggedOutcome, logged_call};
 
 /// The error code of an attempt whose process ended before its answer was logged. It
 /// never reaches the model: it only rebuilds the turn.
@@ -47,11 +47,7 @@ pub(crate) fn rebuild(
                 provider,
                 queries,
             } => {
-                let planned = queries
-                    .iter()
-                    .fold(Call::new(package.clone(), *provider), |c, q| {
-                        c.with_query(q.query_id.clone(), q.request_digest)
-                    });
+                let planned = logged_call(package, *provider, queries);
                 let ticket = turn.enter(&planned);
                 open.insert(*call, (ticket, planned));
                 calls.next = calls.next.max(call.saturating_add(1));
@@ -115,7 +111,7 @@ fn logged_failure(
 
 /// A result with the logged attempts' outcomes: what [`Turn::record`] reads of it (query
 /// ids, digests, outcomes, error codes and classes), with stand-in evidence.
-fn rebuilt_result(
+pub(crate) fn rebuilt_result(
     call: &Call,
     batch: bool,
     attempts: &[LoggedAttempt],
