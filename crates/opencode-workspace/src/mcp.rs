@@ -170,13 +170,21 @@ impl McpServer {
         self.remote.as_ref().map(|r| r.url.as_str())
     }
 
-    /// Appends a command-line argument.
+    /// Whether arguments or environment variables were given: settings of a process
+    /// OpenCode starts, which a remote server (running apart, holding its own) cannot take.
+    pub(crate) fn has_process_settings(&self) -> bool {
+        !self.args.is_empty() || !self.environment.is_empty()
+    }
+
+    /// Appends a command-line argument (a local server's; the generator refuses a remote
+    /// server given one).
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
         self
     }
 
-    /// Sets an environment variable of the server process.
+    /// Sets an environment variable of the server process (a local server's; the
+    /// generator refuses a remote server given one).
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.environment.insert(key.into(), value.into());
         self
@@ -288,6 +296,9 @@ mod tests {
                 "{bad}"
             );
         }
+        assert!(!remote.has_process_settings());
+        assert!(remote.clone().arg("--x").has_process_settings());
+        assert!(remote.env("A", "b").has_process_settings());
         // Said to people as written, not as a sanitized tool name (`clinic__tool_`).
         assert_eq!(
             McpServer::new("clinic", "x").unwrap().tool_names(),

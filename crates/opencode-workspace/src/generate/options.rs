@@ -115,8 +115,9 @@ fn check_bash_pattern(pattern: &str) -> Result<(), GenerateError> {
     Ok(())
 }
 
-/// Refuses MCP servers whose tools the evidence agent would not be permitted, and
-/// duplicate server names.
+/// Refuses MCP servers whose tools the evidence agent would not be permitted, duplicate
+/// server names, and remote servers given arguments or environment variables (which
+/// `opencode.json` has no place for: they would be dropped without a word).
 fn check_mcp_servers(options: &GenerateOptions) -> Result<(), GenerateError> {
     for (index, server) in options.mcp_servers.iter().enumerate() {
         if options.mcp_servers[..index]
@@ -126,6 +127,16 @@ fn check_mcp_servers(options: &GenerateOptions) -> Result<(), GenerateError> {
             return Err(GenerateError::InvalidOption {
                 option: "mcp server",
                 reason: format!("server {} is registered twice", server.name()),
+            });
+        }
+        if server.url().is_some() && server.has_process_settings() {
+            return Err(GenerateError::InvalidOption {
+                option: "mcp server",
+                reason: format!(
+                    "server {} is remote: it takes no arguments or environment variables (it \
+                     runs apart with its own; they are for a server OpenCode starts)",
+                    server.name()
+                ),
             });
         }
         // Any tool of the server is `<server>_<tool>`: a pattern must cover the prefix
@@ -161,5 +172,36 @@ mod tests {
         }
         assert!(check_bash_pattern("clinic *").is_ok());
         assert!(check_bash_pattern("*").is_err());
+    }
+
+    #[test]
+    fn a_remote_server_with_process_settings_or_a_name_twice_is_refused() {
+        let remote = || {
+            McpServer::remote("managed_auto_oncall_clinic", "http://127.0.0.1:18931/mcp").unwrap()
+        };
+        let check = |servers: Vec<McpServer>| {
+            let options = servers
+                .into_iter()
+                .fold(GenerateOptions::default(), GenerateOptions::with_mcp_server);
+            check_mcp_servers(&options)
+        };
+        assert!(check(vec![remote()]).is_ok());
+        for bad in [
+            vec![remote().arg("--mcp")],
+            vec![remote().env("CLINIC_API_TOKEN", "{env:CLINIC_API_TOKEN}")],
+            vec![remote(), remote()],
+        ] {
+            let err = check(bad).unwrap_err();
+            assert!(
+                matches!(err, GenerateError::InvalidOption { .. }),
+                "{err:?}"
+            );
+        }
+        // A local server keeps its arguments and environment.
+        let local = McpServer::new("managed_auto_oncall_clinic", "clinic-tool")
+            .unwrap()
+            .arg("--mcp")
+            .env("A", "b");
+        assert!(check(vec![local]).is_ok());
     }
 }
