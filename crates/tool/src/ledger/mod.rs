@@ -803,4 +803,41 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_turns_keys_expire_an_hour_after_its_policy() {
+        let server = RedisServer::start().unwrap();
+        let backend = Backend::Redis(server);
+        let ledger = backend.handle();
+        let expires_at = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(20);
+        let spec = TurnSpec {
+            expires_at,
+            ..spec("pol-ttl", TurnLimits::new(8))
+        };
+        let Admitted::Run(running) = ledger.admit(&spec, &clinic_call("cpu", 1)).unwrap() else {
+            panic!("refused")
+        };
+        let Backend::Redis(server) = &backend else {
+            unreachable!()
+        };
+        let mut c = ::redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let expiry = |c: &mut ::redis::Connection, key: &str| -> i64 {
+            ::redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
+        };
+        let want = (expires_at + redis::KEPT_AFTER_EXPIRY).as_millisecond();
+        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
+        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:running"), want);
+        running
+            .answer(&failed(
+                &clinic_call("cpu", 1),
+                FailureClass::QueryRejected,
+                "x_422",
+            ))
+            .log()
+            .unwrap();
+        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
+    }
 }

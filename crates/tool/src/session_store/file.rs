@@ -220,4 +220,40 @@ mod tests {
                 .ends_with(&format!("{}.json", hex_of(&session)))
         );
     }
+
+    #[test]
+    fn a_redis_session_is_kept_an_hour_past_the_latest_expiry_delivered() {
+        let server = RedisServer::start().unwrap();
+        let store = SessionStore::in_redis(
+            SharedState::open(&server.url().into(), None).unwrap(),
+            &PackageId::clinic(),
+        );
+        let session = SessionToken::mint().digest();
+        let (first, first_policy) = signed(&session, "pol-a", 0);
+        store.deliver(&session, &first, &first_policy, W).unwrap();
+        let key = format!(
+            "evidence:session:{}:{}",
+            PackageId::clinic(),
+            hex_of(&session)
+        );
+        let mut c = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let expiry = |c: &mut redis::Connection| -> i64 {
+            redis::cmd("PEXPIRETIME").arg(&key).query(c).unwrap()
+        };
+        let kept =
+            (first_policy.expires_at + crate::ledger::redis::KEPT_AFTER_EXPIRY).as_millisecond();
+        assert_eq!(expiry(&mut c), kept);
+        // A later envelope moves it on; an earlier one refused leaves it.
+        let (second, second_policy) = signed(&session, "pol-b", 30);
+        store.deliver(&session, &second, &second_policy, W).unwrap();
+        let later =
+            (second_policy.expires_at + crate::ledger::redis::KEPT_AFTER_EXPIRY).as_millisecond();
+        assert_eq!(expiry(&mut c), later);
+        let refused = store.deliver(&session, &first, &first_policy, W).unwrap();
+        assert!(matches!(refused, Delivered::NotNewer { .. }), "{refused:?}");
+        assert_eq!(expiry(&mut c), later);
+    }
 }
