@@ -58,6 +58,12 @@ pub struct TrustedPolicy {
     pub manus_target: Option<ManusTarget>,
     /// The one allowed operation.
     pub operation: Operation,
+    /// Scoped discovery (which metric names, label names, label values and series exist
+    /// within the policy's scope and window), when the policy grants it; absent, a
+    /// discovery request is refused. Granted only by the signed policy, never by the
+    /// model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<DiscoveryGrant>,
     /// The query ids Wetech may run; non-empty exactly when the provider is Wetech.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wetech_query_ids: Vec<QueryId>,
@@ -90,6 +96,26 @@ pub struct TrustedPolicy {
     /// any other source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<Digest>,
+}
+
+/// What a policy grants of scoped discovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoveryGrant {
+    /// Most items one discovery answer lists (ordered by series count, with how many
+    /// more there are), `1..=500`; [`DEFAULT_DISCOVERY_ITEMS`] when absent.
+    #[serde(default = "default_discovery_items")]
+    #[schemars(range(min = 1, max = MAX_DISCOVERY_ITEMS))]
+    pub max_items: u32,
+}
+
+/// The items a discovery answer lists when the grant names no number.
+pub const DEFAULT_DISCOVERY_ITEMS: u32 = 50;
+/// The most items a grant may allow.
+pub const MAX_DISCOVERY_ITEMS: u32 = 500;
+
+fn default_discovery_items() -> u32 {
+    DEFAULT_DISCOVERY_ITEMS
 }
 
 /// The cluster a policy is bound to.
@@ -331,6 +357,13 @@ impl TrustedPolicy {
         }
         if l.max_series_kept == 0 || l.max_calls_per_turn == 0 {
             return bad("max_series_kept and max_calls_per_turn must be at least 1".to_owned());
+        }
+        if let Some(grant) = &self.discovery
+            && (grant.max_items == 0 || grant.max_items > MAX_DISCOVERY_ITEMS)
+        {
+            return bad(format!(
+                "discovery.max_items must be 1..={MAX_DISCOVERY_ITEMS}"
+            ));
         }
         Ok(())
     }

@@ -177,6 +177,13 @@ pub const ERROR_CODES: &[KnownCode] = &[
         CodeSource::Lock,
     ),
     exact("trusted_policy_rejected", &[Internal], CodeSource::Lock),
+    exact(
+        "discovery_not_granted",
+        &[PolicyViolation],
+        CodeSource::Lock,
+    ),
+    exact("invalid_discovery", &[InvalidArgument], CodeSource::Lock),
+    exact("invalid_pattern", &[InvalidArgument], CodeSource::Lock),
     // The sandbox call.
     exact(
         "policy_verification_failed",

@@ -30,11 +30,14 @@ pub(crate) enum Code {
     AddressLabelMatcher,
     AddressLabelRewrite,
     TrustedPolicyRejected,
+    DiscoveryNotGranted,
+    InvalidDiscovery,
+    InvalidPattern,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub(crate) const ALL: [Code; 24] = [
+    pub(crate) const ALL: [Code; 27] = [
         Code::InvalidArguments,
         Code::MissingQueryId,
         Code::InvalidQueryId,
@@ -59,6 +62,9 @@ impl Code {
         Code::AddressLabelMatcher,
         Code::AddressLabelRewrite,
         Code::TrustedPolicyRejected,
+        Code::DiscoveryNotGranted,
+        Code::InvalidDiscovery,
+        Code::InvalidPattern,
     ];
 
     /// The snake_case code.
@@ -88,6 +94,9 @@ impl Code {
             Code::AddressLabelMatcher => "address_label_matcher",
             Code::AddressLabelRewrite => "address_label_rewrite",
             Code::TrustedPolicyRejected => "trusted_policy_rejected",
+            Code::DiscoveryNotGranted => "discovery_not_granted",
+            Code::InvalidDiscovery => "invalid_discovery",
+            Code::InvalidPattern => "invalid_pattern",
         }
     }
 
@@ -99,7 +108,8 @@ impl Code {
             | Code::ScopeViolation
             | Code::WindowViolation
             | Code::AddressLabelMatcher
-            | Code::AddressLabelRewrite => FailureClass::PolicyViolation,
+            | Code::AddressLabelRewrite
+            | Code::DiscoveryNotGranted => FailureClass::PolicyViolation,
             Code::TrustedPolicyRejected => FailureClass::Internal,
             _ => FailureClass::InvalidArgument,
         }

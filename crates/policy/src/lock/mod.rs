@@ -13,6 +13,7 @@ mod addresses;
 mod code;
 mod context;
 mod digest;
+mod discovery;
 mod fixed;
 mod query;
 mod request;
@@ -20,6 +21,9 @@ mod scope;
 mod types;
 
 pub(crate) use code::Code;
+pub use discovery::{
+    DISCOVERY_KEYS, DiscoveryForm, LockedDiscovery, MAX_PATTERN_BYTES, lock_discovery,
+};
 pub use request::lock;
 pub use types::{LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue};
 

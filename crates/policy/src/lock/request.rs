@@ -13,7 +13,7 @@ use crate::args::json_kind;
 use crate::{ResolvedScope, TrustedPolicy};
 
 /// Reads a `queryId` value: `Ok` with the id, or the rejection code and message.
-fn read_query_id(
+pub(super) fn read_query_id(
     value: Option<&Value>,
     wetech: &[QueryId],
 ) -> Result<QueryId, (Code, String, String)> {
@@ -40,6 +40,26 @@ fn read_query_id(
             hint,
         )),
     }
+}
+
+/// A rejection of the whole request (no query id, no digest).
+pub(super) fn whole(code: Code, detail: String, hint: &str) -> LockRejection {
+    LockRejection {
+        query_id: None,
+        request_digest: None,
+        failure: Box::new(code.failure(detail, hint)),
+    }
+}
+
+/// The model's arguments as the JSON object they must be.
+pub(super) fn arguments_object(args: &Value) -> Result<&Map<String, Value>, LockRejection> {
+    args.as_object().ok_or_else(|| {
+        whole(
+            Code::InvalidArguments,
+            format!("arguments must be a JSON object, not {}", json_kind(args)),
+            "Send the arguments as one JSON object matching the tool schema.",
+        )
+    })
 }
 
 /// Locks model arguments against a trusted policy, entirely locally, before any network
@@ -69,18 +89,7 @@ pub fn lock(
     scope: &[ScopeBinding],
 ) -> Result<LockedRequest, LockRejection> {
     let ctx = Ctx::new(policy, scope)?;
-    let whole = |code: Code, detail: String, hint: &str| LockRejection {
-        query_id: None,
-        request_digest: None,
-        failure: Box::new(code.failure(detail, hint)),
-    };
-    let Some(obj) = args.as_object() else {
-        return Err(whole(
-            Code::InvalidArguments,
-            format!("arguments must be a JSON object, not {}", json_kind(args)),
-            "Send the arguments as one JSON object matching the tool schema.",
-        ));
-    };
+    let obj = arguments_object(args)?;
     let items = match policy.provider {
         Provider::Clinic => lock_clinic(&ctx, obj)?,
         Provider::Manus | Provider::Wetech => {

@@ -1,0 +1,610 @@
+//! Locking one discovery request: which metric names, label names, label values or
+//! series exist within the policy's scope and window. Discovery runs only where the
+//! signed policy grants it ([`crate::policy::DiscoveryGrant`]); the model's selector is
+//! locked by the same code as a query's (depth pre-scan and parse, constructs, under
+//! Manus no address matcher, the scope labels bound, printed and parsed back), a metric
+//! name pattern becomes an anchored `__name__=~` matcher of that selector (RE2 syntax,
+//! as Prometheus anchors it), and with no selector the scope selector alone is sent. So
+//! a locked discovery request is never unscoped: its one `match[]` selector carries
+//! every scope label of the policy's tier.
+
+use evidence_result::{Failure, Operation, PackageId, Provider, QueryId, RequestDigest};
+use jiff::Timestamp;
+use promql_parser::parser::{Expr, VectorSelector};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::addresses::check_address_labels;
+use super::code::Code;
+use super::context::Ctx;
+use super::fixed::extras_failure;
+use super::request::{arguments_object, read_query_id, whole};
+use super::types::{LockRejection, ScopeBinding};
+use crate::TrustedPolicy;
+use crate::args::{MAX_EXPR_BYTES, json_kind};
+use crate::promql::{self, ParseError};
+
+/// The argument keys of a discovery request.
+pub const DISCOVERY_KEYS: [&str; 5] = ["queryId", "discover", "selector", "pattern", "label"];
+
+/// The longest metric name pattern, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 256;
+
+/// What a discovery request asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "discover")]
+pub enum DiscoveryForm {
+    /// The metric names of the selector's series (`/api/v1/label/__name__/values`).
+    MetricNames,
+    /// The label names of the selector's series (`/api/v1/labels`).
+    LabelNames,
+    /// The values of one label among the selector's series
+    /// (`/api/v1/label/<label>/values`).
+    LabelValues {
+        /// The label.
+        label: String,
+    },
+    /// The selector's series, as label sets (`/api/v1/series`).
+    Series,
+}
+
+impl DiscoveryForm {
+    /// The snake_case name the model writes in `discover`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DiscoveryForm::MetricNames => "metric_names",
+            DiscoveryForm::LabelNames => "label_names",
+            DiscoveryForm::LabelValues { .. } => "label_values",
+            DiscoveryForm::Series => "series",
+        }
+    }
+}
+
+/// A discovery request locked to the policy: the one scoped `match[]` selector, the
+/// window, and the items the answer may list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedDiscovery {
+    /// The model's name for the objective.
+    pub query_id: QueryId,
+    /// What is asked for.
+    pub form: DiscoveryForm,
+    /// The `match[]` selector: the model's selector (or none) with the pattern and every
+    /// scope label bound, printed from its checked AST.
+    pub selector: String,
+    /// The window's start (the provider's index reads every block overlapping it).
+    pub start: Timestamp,
+    /// The window's end.
+    pub end: Timestamp,
+    /// Most items the answer lists.
+    pub max_items: u32,
+    /// The digest of the locked request.
+    pub request_digest: RequestDigest,
+}
+
+impl LockedDiscovery {
+    /// The Prometheus HTTP API path of the request, below the API root (`api/v1/...`).
+    pub fn api_path(&self) -> String {
+        match &self.form {
+            DiscoveryForm::MetricNames => "api/v1/label/__name__/values".to_owned(),
+            DiscoveryForm::LabelNames => "api/v1/labels".to_owned(),
+            DiscoveryForm::LabelValues { label } => format!("api/v1/label/{label}/values"),
+            DiscoveryForm::Series => "api/v1/series".to_owned(),
+        }
+    }
+
+    /// The query parameters: the one `match[]` selector and the window in Unix seconds.
+    pub fn params(&self) -> [(&'static str, String); 3] {
+        [
+            ("match[]", self.selector.clone()),
+            ("start", self.start.as_second().to_string()),
+            ("end", self.end.as_second().to_string()),
+        ]
+    }
+}
+
+/// Locks a discovery request (`args`, the model's JSON object) against `policy`,
+/// entirely locally. Refused with `discovery_not_granted` when the policy grants no
+/// discovery; with `invalid_discovery` for an unknown form, a label where none belongs
+/// or a missing or malformed one, or a selector that is not one plain vector selector;
+/// with `invalid_pattern` for a pattern that is too long or does not compile; with the
+/// query codes for the selector itself (`promql_parse_error`, `promql_too_deep`,
+/// `unsupported_promql`, `scope_violation` for a matcher on a scope label that is not
+/// the policy's value, `address_label_matcher` under Manus).
+pub fn lock_discovery(
+    policy: &TrustedPolicy,
+    args: &Value,
+    scope: &[ScopeBinding],
+) -> Result<LockedDiscovery, LockRejection> {
+    let ctx = Ctx::new(policy, scope)?;
+    let obj = arguments_object(args)?;
+    let query_id = read_query_id(obj.get("queryId"), &[])
+        .map_err(|(code, detail, hint)| whole(code, detail, &hint))?;
+    let reject = |code: Code, detail: String, hint: &str| LockRejection {
+        query_id: Some(query_id.clone()),
+        request_digest: None,
+        failure: Box::new(code.failure(detail, hint)),
+    };
+    let Some(grant) = policy.discovery else {
+        return Err(reject(
+            Code::DiscoveryNotGranted,
+            "the trusted policy of this request grants no discovery".to_owned(),
+            "Query the metrics you know by name; discovery is not available for this ticket.",
+        ));
+    };
+    if let Some(failure) = extras_failure(obj, &DISCOVERY_KEYS) {
+        return Err(LockRejection {
+            query_id: Some(query_id.clone()),
+            request_digest: None,
+            failure: Box::new(failure),
+        });
+    }
+    let form =
+        read_form(obj).map_err(|(detail, hint)| reject(Code::InvalidDiscovery, detail, &hint))?;
+    let pattern =
+        read_pattern(obj, &form).map_err(|(code, detail, hint)| reject(code, detail, &hint))?;
+    let selector = read_selector(obj.get("selector"))
+        .map_err(|(code, detail, hint)| reject(code, detail, &hint))?;
+    let selector =
+        locked_selector(&ctx, selector, pattern.as_deref()).map_err(|failure| LockRejection {
+            query_id: Some(query_id.clone()),
+            request_digest: None,
+            failure,
+        })?;
+    let request_digest = discovery_digest(policy, &query_id, &form, &selector).map_err(|e| {
+        reject(
+            Code::TrustedPolicyRejected,
+            format!("cannot compute the request digest: {e}"),
+            "",
+        )
+    })?;
+    Ok(LockedDiscovery {
+        query_id,
+        form,
+        selector,
+        start: policy.window.start,
+        end: policy.window.end,
+        max_items: grant.max_items,
+        request_digest,
+    })
+}
+
+type Refusal = (Code, String, String);
+
+fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, (String, String)> {
+    let forms = "metric_names, label_names, label_values or series";
+    let form = match obj.get("discover") {
+        Some(Value::String(s)) => s.as_str(),
+        None => {
+            return Err((
+                "discover is missing".to_owned(),
+                format!("Say what to discover: {forms}."),
+            ));
+        }
+        Some(other) => {
+            return Err((
+                format!("discover must be a string, not {}", json_kind(other)),
+                format!("Write one of {forms}."),
+            ));
+        }
+    };
+    let label = obj.get("label");
+    let form = match form {
+        "metric_names" => DiscoveryForm::MetricNames,
+        "label_names" => DiscoveryForm::LabelNames,
+        "series" => DiscoveryForm::Series,
+        "label_values" => {
+            let label = match label {
+                Some(Value::String(l)) if is_label_name(l) => l.clone(),
+                Some(Value::String(l)) => {
+                    return Err((
+                        format!("label {l:?} is not a label name"),
+                        "Name one label: letters, digits and '_', not starting with a digit."
+                            .to_owned(),
+                    ));
+                }
+                _ => {
+                    return Err((
+                        "label_values needs the label whose values to list".to_owned(),
+                        "Add \"label\": the label name, e.g. \"instance\".".to_owned(),
+                    ));
+                }
+            };
+            return Ok(DiscoveryForm::LabelValues { label });
+        }
+        other => {
+            return Err((
+                format!("discover {other:?} is not a discovery form"),
+                format!("Write one of {forms}."),
+            ));
+        }
+    };
+    if label.is_some() {
+        return Err((
+            format!("label belongs to label_values only, not to {}", form.name()),
+            "Remove label, or ask for label_values.".to_owned(),
+        ));
+    }
+    Ok(form)
+}
+
+fn read_pattern(obj: &Map<String, Value>, form: &DiscoveryForm) -> Result<Option<String>, Refusal> {
+    let invalid = |detail: String, hint: &str| (Code::InvalidPattern, detail, hint.to_owned());
+    match obj.get("pattern") {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) if *form != DiscoveryForm::MetricNames => Err(invalid(
+            format!(
+                "pattern belongs to metric_names only, not to {}",
+                form.name()
+            ),
+            "Remove pattern, or put a matcher in the selector.",
+        )),
+        Some(Value::String(p)) if p.len() > MAX_PATTERN_BYTES => Err(invalid(
+            format!("pattern is {} bytes, over {MAX_PATTERN_BYTES}", p.len()),
+            "Write a shorter pattern, e.g. \"tikv_.*\".",
+        )),
+        Some(Value::String(p)) if p.is_empty() => Err(invalid(
+            "pattern is empty".to_owned(),
+            "Write a pattern, e.g. \"tikv_.*\", or leave it out.",
+        )),
+        Some(Value::String(p)) => Ok(Some(p.clone())),
+        Some(other) => Err(invalid(
+            format!("pattern must be a string, not {}", json_kind(other)),
+            "Write the pattern as a string, e.g. \"tikv_.*\".",
+        )),
+    }
+}
+
+fn read_selector(value: Option<&Value>) -> Result<Option<&str>, Refusal> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.len() > MAX_EXPR_BYTES => Err((
+            Code::InvalidDiscovery,
+            format!("selector is {} bytes, over {MAX_EXPR_BYTES}", s.len()),
+            "Write a shorter selector.".to_owned(),
+        )),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err((
+            Code::InvalidDiscovery,
+            format!("selector must be a string, not {}", json_kind(other)),
+            "Write the selector as a string, e.g. \"{job=\\\"tikv\\\"}\".".to_owned(),
+        )),
+    }
+}
+
+/// The one `match[]` selector: the model's selector (a plain vector selector), the
+/// pattern as a `__name__=~` matcher, every scope label bound; printed and parsed back.
+/// A package that binds no scope label gets no discovery: its selector would be
+/// unscoped.
+fn locked_selector(
+    ctx: &Ctx<'_>,
+    selector: Option<&str>,
+    pattern: Option<&str>,
+) -> Result<String, Box<Failure>> {
+    let fail = |code: Code, detail: String, hint: &str| Box::new(code.failure(detail, hint));
+    let plain =
+        "Write one vector selector, e.g. tikv_engine_size_bytes{job=\"tikv\"} or {job=\"tikv\"}.";
+    if ctx.bindings.is_empty() {
+        return Err(fail(
+            Code::TrustedPolicyRejected,
+            "the package binds no scope label, so a discovery request would not be scoped"
+                .to_owned(),
+            "",
+        ));
+    }
+    let mut expr = match selector {
+        Some(text) => promql::parse(text).map_err(|e| match e {
+            ParseError::TooDeep(m) => fail(Code::PromqlTooDeep, m, plain),
+            ParseError::Syntax(m) => fail(Code::PromqlParseError, m, plain),
+        })?,
+        None => Expr::VectorSelector(VectorSelector::default()),
+    };
+    let Expr::VectorSelector(vs) = &expr else {
+        return Err(fail(
+            Code::InvalidDiscovery,
+            "the selector must be one vector selector, without functions, operators or ranges"
+                .to_owned(),
+            plain,
+        ));
+    };
+    if vs.offset.is_some() || vs.at.is_some() {
+        return Err(fail(
+            Code::InvalidDiscovery,
+            "the selector may not have offset or @: discovery reads the policy's window".to_owned(),
+            "Remove offset and @.",
+        ));
+    }
+    if let Some(pattern) = pattern {
+        let quoted = pattern.replace('\\', "\\\\").replace('"', "\\\"");
+        let matcher = promql::parse(&format!("{{__name__=~\"{quoted}\"}}")).map_err(|e| {
+            fail(
+                Code::InvalidPattern,
+                format!("pattern {pattern:?} does not compile: {e}"),
+                "Write an RE2 pattern; it matches whole names, e.g. \"tikv_.*\".",
+            )
+        })?;
+        if let (Expr::VectorSelector(with), Expr::VectorSelector(vs)) = (matcher, &mut expr) {
+            vs.matchers.matchers.extend(with.matchers.matchers);
+        }
+    }
+    let constructs = "Write one vector selector with =, !=, =~ and !~ matchers, without `or`.";
+    promql::check_constructs(&expr).map_err(|m| fail(Code::UnsupportedPromql, m, constructs))?;
+    if ctx.policy.provider == Provider::Manus {
+        check_address_labels(ctx, &expr)?;
+    }
+    promql::bind_labels(&mut expr, &ctx.bindings).map_err(|c| {
+        fail(
+            Code::ScopeViolation,
+            format!(
+                "the selector's matcher {} on scope label {} selects outside this ticket's scope",
+                c.matcher, c.label
+            ),
+            &format!(
+                "Remove the matcher on {}: the platform binds it to this ticket's scope.",
+                c.label
+            ),
+        )
+    })?;
+    promql::print_checked(&mut expr).map_err(|m| fail(Code::UnsupportedPromql, m, constructs))
+}
+
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 128
+}
+
+/// The canonical request a discovery digest is computed over (fields in RFC 8785 key
+/// order, strings only: its compact JSON is its canonical JSON).
+#[derive(Serialize)]
+struct DiscoveryDigest<'a> {
+    discover: &'a str,
+    label: Option<&'a str>,
+    operation: Operation,
+    package: &'a PackageId,
+    provider: Provider,
+    query_id: &'a QueryId,
+    selector: &'a str,
+    v: u32,
+    window_end: &'a Timestamp,
+    window_start: &'a Timestamp,
+}
+
+fn discovery_digest(
+    policy: &TrustedPolicy,
+    query_id: &QueryId,
+    form: &DiscoveryForm,
+    selector: &str,
+) -> Result<RequestDigest, serde_json::Error> {
+    let label = match form {
+        DiscoveryForm::LabelValues { label } => Some(label.as_str()),
+        _ => None,
+    };
+    let json = serde_json::to_string(&DiscoveryDigest {
+        discover: form.name(),
+        label,
+        operation: policy.operation,
+        package: &policy.package,
+        provider: policy.provider,
+        query_id,
+        selector,
+        v: 1,
+        window_end: &policy.window.end,
+        window_start: &policy.window.start,
+    })?;
+    Ok(RequestDigest::from(evidence_result::Digest::sha256(
+        json.as_bytes(),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::fixtures::{clinic, scope};
+    use crate::policy::DiscoveryGrant;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn granted() -> TrustedPolicy {
+        let mut p = clinic();
+        p.discovery = Some(DiscoveryGrant { max_items: 20 });
+        p
+    }
+
+    fn locked(args: Value) -> Result<LockedDiscovery, LockRejection> {
+        lock_discovery(&granted(), &args, &scope())
+    }
+
+    fn code(args: Value) -> String {
+        locked(args).unwrap_err().code().as_str().to_owned()
+    }
+
+    #[test]
+    fn a_policy_without_the_grant_allows_no_discovery() {
+        let args = json!({"queryId": "q", "discover": "metric_names"});
+        let err = lock_discovery(&clinic(), &args, &scope()).unwrap_err();
+        assert_eq!(err.code().as_str(), "discovery_not_granted");
+        assert_eq!(err.class(), evidence_result::FailureClass::PolicyViolation);
+    }
+
+    #[test]
+    fn the_selector_is_scoped_and_the_pattern_anchored_by_prometheus() {
+        let id = clinic().cluster.id;
+        let none = locked(json!({"queryId": "q", "discover": "metric_names"})).unwrap();
+        assert_eq!(none.selector, format!("{{cluster_id=\"{id}\"}}"));
+        assert_eq!(none.api_path(), "api/v1/label/__name__/values");
+        assert_eq!(none.max_items, 20);
+        let job = locked(json!({"queryId": "q", "discover": "label_names",
+                                "selector": "{job=\"tikv\"}"}))
+        .unwrap();
+        assert_eq!(
+            job.selector,
+            format!("{{cluster_id=\"{id}\",job=\"tikv\"}}")
+        );
+        let pattern = locked(json!({"queryId": "q", "discover": "metric_names",
+                                    "pattern": "tikv_.*", "selector": "{job=\"tikv\"}"}))
+        .unwrap();
+        assert_eq!(
+            pattern.selector,
+            format!("{{__name__=~\"tikv_.*\",cluster_id=\"{id}\",job=\"tikv\"}}")
+        );
+        let values = locked(json!({"queryId": "q", "discover": "label_values",
+                                   "label": "instance", "selector": "tikv_engine_size_bytes"}))
+        .unwrap();
+        assert_eq!(values.api_path(), "api/v1/label/instance/values");
+        assert_eq!(
+            values.selector,
+            format!("tikv_engine_size_bytes{{cluster_id=\"{id}\"}}")
+        );
+        let [(m, sel), (s, start), (e, end)] = values.params();
+        assert_eq!((m, s, e), ("match[]", "start", "end"));
+        assert_eq!(sel, values.selector);
+        assert!(start.parse::<i64>().unwrap() < end.parse::<i64>().unwrap());
+        // Distinct requests, distinct digests; the same request, the same digest.
+        let series = locked(json!({"queryId": "q", "discover": "series",
+                                   "selector": "tikv_engine_size_bytes"}))
+        .unwrap();
+        assert_ne!(series.request_digest, values.request_digest);
+        assert_eq!(
+            locked(json!({"queryId": "q", "discover": "series",
+                          "selector": "tikv_engine_size_bytes"}))
+            .unwrap()
+            .request_digest,
+            series.request_digest
+        );
+    }
+
+    #[test]
+    fn bad_discoveries_are_refused_with_their_codes() {
+        let d = |extra: Value| {
+            let mut args = json!({"queryId": "q", "discover": "metric_names"});
+            args.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            code(args)
+        };
+        assert_eq!(
+            d(json!({"selector": "{cluster_id=\"SaaS02\"}"})),
+            "scope_violation"
+        );
+        assert_eq!(
+            d(json!({"selector": "{job=\"tikv\",cluster_id=~\".*\"}"})),
+            "scope_violation"
+        );
+        // Matchers that all match the empty string are no selector, as for Prometheus.
+        assert_eq!(
+            d(json!({"selector": "{cluster_id=~\".*\"}"})),
+            "promql_parse_error"
+        );
+        assert_eq!(
+            d(json!({"selector": "{job=\"tikv\",cluster_id!=\"x\"}"})),
+            "scope_violation"
+        );
+        assert_eq!(d(json!({"pattern": "("})), "invalid_pattern");
+        assert_eq!(
+            d(json!({"pattern": "x".repeat(MAX_PATTERN_BYTES + 1)})),
+            "invalid_pattern"
+        );
+        assert_eq!(d(json!({"pattern": 7})), "invalid_pattern");
+        assert_eq!(d(json!({"selector": "rate(x[1m])"})), "invalid_discovery");
+        assert_eq!(d(json!({"selector": "x[5m]"})), "invalid_discovery");
+        assert_eq!(d(json!({"selector": "x offset 5m"})), "invalid_discovery");
+        assert_eq!(
+            d(json!({"selector": "{job=\"a\" or job=\"b\"}"})),
+            "unsupported_promql"
+        );
+        assert_eq!(d(json!({"selector": "{job="})), "promql_parse_error");
+        assert_eq!(
+            d(json!({"selector": "(".repeat(200) + "x" + &")".repeat(200)})),
+            "promql_too_deep"
+        );
+        assert_eq!(d(json!({"label": "instance"})), "invalid_discovery");
+        assert_eq!(d(json!({"cluster": "SaaS02"})), "forbidden_argument");
+        // The items an answer lists are the policy's: `limit` is not the model's to lift.
+        assert_eq!(d(json!({"limit": 10})), "forbidden_argument");
+        assert_eq!(d(json!({"colour": "red"})), "unknown_argument");
+        assert_eq!(
+            code(json!({"queryId": "q", "discover": "everything"})),
+            "invalid_discovery"
+        );
+        assert_eq!(code(json!({"queryId": "q"})), "invalid_discovery");
+        assert_eq!(
+            code(json!({"queryId": "q", "discover": "label_values"})),
+            "invalid_discovery"
+        );
+        assert_eq!(
+            code(json!({"queryId": "q", "discover": "label_values", "label": "1x"})),
+            "invalid_discovery"
+        );
+        assert_eq!(
+            code(json!({"queryId": "q", "discover": "series", "pattern": "x"})),
+            "invalid_pattern"
+        );
+        assert_eq!(code(json!({"discover": "series"})), "missing_query_id");
+        // A package that binds no scope label gets no discovery at all.
+        let err = lock_discovery(
+            &granted(),
+            &json!({"queryId": "q", "discover": "series"}),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(err.code().as_str(), "trusted_policy_rejected");
+    }
+
+    /// A matcher of a generated selector.
+    fn matcher() -> impl Strategy<Value = String> {
+        (
+            prop_oneof![
+                Just("job"),
+                Just("instance"),
+                Just("cluster_id"),
+                Just("keyspace_id"),
+                Just("__name__")
+            ],
+            prop_oneof![Just("="), Just("!="), Just("=~"), Just("!~")],
+            prop_oneof![
+                Just("tikv"),
+                Just("SaaS01"),
+                Just("SaaS02"),
+                Just(".*"),
+                Just(""),
+                Just("tikv_.*|tidb_.*")
+            ],
+        )
+            .prop_map(|(label, op, value)| format!("{label}{op}\"{value}\""))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// Never an unscoped discovery request: whatever selector and pattern the model
+        /// writes, a locked request's one selector holds exactly the policy's
+        /// `cluster_id="SaaS01"` on the scope label, and no other matcher on it.
+        #[test]
+        fn a_locked_discovery_is_always_scoped(
+            name in proptest::option::of(prop_oneof![Just("tikv_engine_size_bytes"), Just("up")]),
+            matchers in proptest::collection::vec(matcher(), 0..4),
+            pattern in proptest::option::of(prop_oneof![Just("tikv_.*"), Just(".*"), Just("("), Just("a|b")]),
+        ) {
+            let selector = format!("{}{{{}}}", name.unwrap_or_default(), matchers.join(","));
+            let args = json!({"queryId": "q", "discover": "metric_names",
+                              "selector": selector, "pattern": pattern});
+            if let Ok(locked) = locked(args) {
+                let Ok(Expr::VectorSelector(vs)) = promql::parse(&locked.selector) else {
+                    return Err(TestCaseError::fail(format!("not one selector: {}", locked.selector)));
+                };
+                let on_scope: Vec<String> = vs
+                    .matchers
+                    .matchers
+                    .iter()
+                    .filter(|m| m.name == "cluster_id")
+                    .map(ToString::to_string)
+                    .collect();
+                prop_assert_eq!(on_scope, vec!["cluster_id=\"SaaS01\"".to_owned()]);
+                prop_assert!(vs.matchers.or_matchers.is_empty());
+            }
+        }
+    }
+}
