@@ -208,6 +208,54 @@ fn each_discovery_form_answers_exactly_its_scope_on_real_prometheus() {
                 let got = answer(&rt, &base, &locked);
                 let want = ground_truth(&rt, &base, &locked, &raw);
                 prop_assert_eq!(&got, &want, "{} {}", locked.selector, raw);
+                // The exact count per name or value, by query over the window, lists the
+                // same items (every fixture series has data in the window) with the
+                // series count of each.
+                if let Some(query) = locked.count_query() {
+                    let [_, _, end] = locked.params();
+                    let counted = get(
+                        &rt,
+                        &base,
+                        "api/v1/query",
+                        &[("query", query.clone()), ("time", end.1)],
+                    );
+                    let label = match &locked.form {
+                        DiscoveryForm::LabelValues { label } => label.clone(),
+                        _ => "__name__".to_owned(),
+                    };
+                    let mut counts = std::collections::BTreeMap::new();
+                    for r in counted["result"].as_array().unwrap() {
+                        // Series without the label count under no value: not a value.
+                        let Some(key) = r["metric"][&label].as_str() else {
+                            continue;
+                        };
+                        counts.insert(
+                            key.to_owned(),
+                            r["value"][1].as_str().unwrap().parse::<usize>().unwrap(),
+                        );
+                    }
+                    let keys: BTreeSet<String> = counts.keys().cloned().collect();
+                    prop_assert_eq!(&keys, &want, "{}", query);
+                    let series = get(
+                        &rt,
+                        &base,
+                        "api/v1/series",
+                        &[
+                            locked.params()[0].clone(),
+                            locked.params()[1].clone(),
+                            locked.params()[2].clone(),
+                        ],
+                    );
+                    for (key, n) in &counts {
+                        let listed = series
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .filter(|s| s[&label] == key.as_str())
+                            .count();
+                        prop_assert_eq!(*n, listed, "{} {}", query, key);
+                    }
+                }
                 if let DiscoveryForm::LabelValues { label } = &locked.form
                     && label == "cluster_id"
                 {
