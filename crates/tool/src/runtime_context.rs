@@ -291,9 +291,9 @@ impl RuntimeContext {
     /// `ca_pem` when given. The Redis must keep what it acknowledges (`appendonly yes`,
     /// `appendfsync always`); a call finds out when it is not, and runs nothing.
     pub fn with_shared_turn_ledger(mut self, url: SecretString, ca_pem: Option<Vec<u8>>) -> Self {
-        self.turn_ledger = match SharedState::open(&url, ca_pem) {
-            Ok(state) => Supplied::Given(TurnLedger::Redis(RedisLedger::new(state))),
-            Err(e) => Supplied::Invalid(e.to_string()),
+        self.turn_ledger = match redis_ledger(&url, ca_pem) {
+            Ok(ledger) => Supplied::Given(ledger),
+            Err(why) => Supplied::Invalid(why),
         };
         self
     }
@@ -440,7 +440,13 @@ fn ledger_of(text: String, ca: &Supplied<String>) -> Result<TurnLedger, String> 
                 .map_err(|e| format!("{TURN_LEDGER_CA_ENV} cannot be read ({path}): {e}"))?,
         ),
     };
-    SharedState::open(&SecretString::from(text), ca_pem)
+    redis_ledger(&SecretString::from(text), ca_pem)
+}
+
+/// The ledger in the Redis at `url` (its certificate checked against `ca_pem` when
+/// given), or why it cannot be used (the password never shown).
+fn redis_ledger(url: &SecretString, ca_pem: Option<Vec<u8>>) -> Result<TurnLedger, String> {
+    SharedState::open(url, ca_pem)
         .map(|state| TurnLedger::Redis(RedisLedger::new(state)))
         .map_err(|e| e.to_string())
 }

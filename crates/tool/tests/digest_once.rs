@@ -38,13 +38,6 @@ fn call(wire: &mut Wire, id: u64) -> ToolResult {
     ToolResult::from_mcp(&mcp).unwrap()
 }
 
-fn code_of(result: &ToolResult) -> String {
-    serde_json::to_value(result.details()).unwrap()["error"]["code"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 #[tokio::test]
 async fn a_server_hashes_its_package_once_and_reads_the_envelope_per_call() {
     let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)

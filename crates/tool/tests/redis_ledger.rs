@@ -57,16 +57,6 @@ fn manus_args(query_id: &str) -> Value {
     json!({"queryId": query_id, "expr": test_support::TIDB_CPU.expr, "step": "15s"})
 }
 
-/// The error code of a failed result (empty for a success).
-fn code_of(result: &ToolResult) -> String {
-    result
-        .details()
-        .error
-        .as_ref()
-        .map(|e| e.code.as_str().to_owned())
-        .unwrap_or_default()
-}
-
 /// The tests' limits with `max_calls` calls to a turn.
 fn limits_with(max_calls: u32) -> Value {
     let mut limits = limits(4);
@@ -151,10 +141,6 @@ fn calls_on(host: &Path) -> Vec<Value> {
         .into_iter()
         .filter(|r| r.get("record").is_none())
         .collect()
-}
-
-fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    entries.iter().filter(|e| e["entry"] == kind).collect()
 }
 
 /// One SDK session per `(label, url, token, calls)`, all at once, each sending its

@@ -52,16 +52,6 @@ fn call(wire: &mut Wire, id: u64, tool: &str, args: &Value) -> ToolResult {
     result_of(&wire.request(id, "tools/call", message["params"].clone()))
 }
 
-/// The error code of a failed result (empty for a success).
-fn code_of(result: &ToolResult) -> String {
-    result
-        .details()
-        .error
-        .as_ref()
-        .map(|e| e.code.as_str().to_owned())
-        .unwrap_or_default()
-}
-
 /// Where the servers' turn ledger is: a directory, or a real Redis.
 enum Store {
     Dir(PathBuf),
@@ -101,10 +91,6 @@ fn ledger_entries(ledger: &Path, policy_id: &str) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
-}
-
-fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    entries.iter().filter(|e| e["entry"] == kind).collect()
 }
 
 /// Real Prometheus behind both fronts, the two deployable folders.

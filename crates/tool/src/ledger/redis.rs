@@ -19,6 +19,7 @@
 //! the clocks of the hosts say within [`evidence_policy::CLOCK_SKEW`] many times over).
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use evidence_materialize::Call;
@@ -64,6 +65,11 @@ redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
 return 1
 ";
+
+/// The scripts, each one's SHA1 computed once per process rather than per call.
+static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
+static APPEND_IF_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(APPEND_IF));
+static ANSWER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ANSWER));
 
 /// A turn ledger in a shared Redis.
 #[derive(Debug, Clone)]
@@ -137,7 +143,7 @@ impl RedisLedger {
         let started = Instant::now();
         let keys = Keys::of(spec);
         let expire_at_ms = (spec.expires_at + KEPT_AFTER_EXPIRY).as_millisecond();
-        let (read, append_if) = (Script::new(READ), Script::new(APPEND_IF));
+        let (read, append_if) = (&*READ_SCRIPT, &*APPEND_IF_SCRIPT);
         let lease_ms = u64::try_from(spec.runs_for.as_millis()).unwrap_or(u64::MAX);
         let wait = if spec.wait > BEFORE_DEADLINE * 2 {
             spec.wait - BEFORE_DEADLINE
@@ -219,7 +225,7 @@ impl Running {
             why: e.to_string(),
         })?;
         let _appended: i64 = self.state.with("appended to", self.log_within, |c| {
-            Script::new(ANSWER)
+            ANSWER_SCRIPT
                 .key(&self.keys.entries)
                 .key(&self.keys.running)
                 .arg(call)

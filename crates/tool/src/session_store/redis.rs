@@ -9,6 +9,7 @@
 //! the session (stored or refused as not newer): an envelope that could still verify can
 //! never find the key gone and become current again.
 
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use evidence_policy::{SignedPolicy, TrustedPolicy};
@@ -30,6 +31,9 @@ if redis.call('PEXPIRETIME', KEYS[1]) < tonumber(ARGV[3]) then
 end
 return 1
 ";
+
+/// The write script, its SHA1 computed once.
+static WRITE_IF_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(WRITE_IF));
 
 /// The sessions of one package in a Redis.
 #[derive(Debug, Clone)]
@@ -80,7 +84,7 @@ impl RedisSessions {
         let started = Instant::now();
         let key = self.key(session);
         let keep_until = (policy.expires_at + KEPT_AFTER_EXPIRY).as_millisecond();
-        let script = Script::new(WRITE_IF);
+        let script = &*WRITE_IF_SCRIPT;
         loop {
             let left = within.saturating_sub(started.elapsed());
             let raw = self.get(&key, left)?;
@@ -107,7 +111,7 @@ impl RedisSessions {
             })?;
             match written {
                 1 => return Ok(delivered),
-                0 if !started.elapsed().ge(&within) => {}
+                0 if started.elapsed() < within => {}
                 0 => {
                     return Err(SessionStoreError::Shared(SharedStateError::Unavailable {
                         at: self.state.shown().to_owned(),

@@ -398,3 +398,18 @@ pub fn redis_entries(url: &str, policy_id: &str) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
 }
+
+/// The error code of a call that failed as a whole (empty for any other result).
+pub fn code_of(result: &evidence_result::ToolResult) -> String {
+    result
+        .details()
+        .error
+        .as_ref()
+        .map(|e| e.code.as_str().to_owned())
+        .unwrap_or_default()
+}
+
+/// The ledger entries of `kind` (`admitted`, `refused`, `answered`, `abandoned`).
+pub fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    entries.iter().filter(|e| e["entry"] == kind).collect()
+}
