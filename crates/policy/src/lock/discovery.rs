@@ -141,43 +141,31 @@ pub fn lock_discovery(
     let obj = arguments_object(args)?;
     let query_id = read_query_id(obj.get("queryId"), &[])
         .map_err(|(code, detail, hint)| whole(code, detail, &hint))?;
-    let reject = |code: Code, detail: String, hint: &str| LockRejection {
+    let reject = |failure: Box<Failure>| LockRejection {
         query_id: Some(query_id.clone()),
         request_digest: None,
-        failure: Box::new(code.failure(detail, hint)),
+        failure,
     };
     let Some(grant) = policy.discovery else {
-        return Err(reject(
+        return Err(reject(fail(
             Code::DiscoveryNotGranted,
             "the trusted policy of this request grants no discovery".to_owned(),
             "Query the metrics you know by name; discovery is not available for this ticket.",
-        ));
+        )));
     };
     if let Some(failure) = extras_failure(obj, &DISCOVERY_KEYS) {
-        return Err(LockRejection {
-            query_id: Some(query_id.clone()),
-            request_digest: None,
-            failure: Box::new(failure),
-        });
+        return Err(reject(Box::new(failure)));
     }
-    let form =
-        read_form(obj).map_err(|(detail, hint)| reject(Code::InvalidDiscovery, detail, &hint))?;
-    let pattern =
-        read_pattern(obj, &form).map_err(|(code, detail, hint)| reject(code, detail, &hint))?;
-    let selector = read_selector(obj.get("selector"))
-        .map_err(|(code, detail, hint)| reject(code, detail, &hint))?;
-    let selector =
-        locked_selector(&ctx, selector, pattern.as_deref()).map_err(|failure| LockRejection {
-            query_id: Some(query_id.clone()),
-            request_digest: None,
-            failure,
-        })?;
+    let form = read_form(obj).map_err(reject)?;
+    let pattern = read_pattern(obj, &form).map_err(reject)?;
+    let selector = read_selector(obj.get("selector")).map_err(reject)?;
+    let selector = locked_selector(&ctx, selector, pattern.as_deref()).map_err(reject)?;
     let request_digest = discovery_digest(policy, &query_id, &form, &selector).map_err(|e| {
-        reject(
+        reject(fail(
             Code::TrustedPolicyRejected,
             format!("cannot compute the request digest: {e}"),
             "",
-        )
+        ))
     })?;
     Ok(LockedDiscovery {
         query_id,
@@ -190,22 +178,26 @@ pub fn lock_discovery(
     })
 }
 
-type Refusal = (Code, String, String);
+/// The failure of `code` with `detail` and the correction's `hint`.
+fn fail(code: Code, detail: String, hint: &str) -> Box<Failure> {
+    Box::new(code.failure(detail, hint))
+}
 
-fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, (String, String)> {
-    let forms = "metric_names, label_names, label_values or series";
+fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, Box<Failure>> {
+    let invalid = |detail: String, hint: &str| fail(Code::InvalidDiscovery, detail, hint);
+    let forms = "Write one of metric_names, label_names, label_values or series.";
     let form = match obj.get("discover") {
         Some(Value::String(s)) => s.as_str(),
         None => {
-            return Err((
+            return Err(invalid(
                 "discover is missing".to_owned(),
-                format!("Say what to discover: {forms}."),
+                "Say what to discover: metric_names, label_names, label_values or series.",
             ));
         }
         Some(other) => {
-            return Err((
+            return Err(invalid(
                 format!("discover must be a string, not {}", json_kind(other)),
-                format!("Write one of {forms}."),
+                forms,
             ));
         }
     };
@@ -215,42 +207,41 @@ fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, (String, String)
         "label_names" => DiscoveryForm::LabelNames,
         "series" => DiscoveryForm::Series,
         "label_values" => {
-            let label = match label {
-                Some(Value::String(l)) if is_label_name(l) => l.clone(),
-                Some(Value::String(l)) => {
-                    return Err((
-                        format!("label {l:?} is not a label name"),
-                        "Name one label: letters, digits and '_', not starting with a digit."
-                            .to_owned(),
-                    ));
+            return match label {
+                Some(Value::String(l)) if is_label_name(l) => {
+                    Ok(DiscoveryForm::LabelValues { label: l.clone() })
                 }
-                _ => {
-                    return Err((
-                        "label_values needs the label whose values to list".to_owned(),
-                        "Add \"label\": the label name, e.g. \"instance\".".to_owned(),
-                    ));
-                }
+                Some(Value::String(l)) => Err(invalid(
+                    format!("label {l:?} is not a label name"),
+                    "Name one label: letters, digits and '_', not starting with a digit.",
+                )),
+                _ => Err(invalid(
+                    "label_values needs the label whose values to list".to_owned(),
+                    "Add \"label\": the label name, e.g. \"instance\".",
+                )),
             };
-            return Ok(DiscoveryForm::LabelValues { label });
         }
         other => {
-            return Err((
+            return Err(invalid(
                 format!("discover {other:?} is not a discovery form"),
-                format!("Write one of {forms}."),
+                forms,
             ));
         }
     };
     if label.is_some() {
-        return Err((
+        return Err(invalid(
             format!("label belongs to label_values only, not to {}", form.name()),
-            "Remove label, or ask for label_values.".to_owned(),
+            "Remove label, or ask for label_values.",
         ));
     }
     Ok(form)
 }
 
-fn read_pattern(obj: &Map<String, Value>, form: &DiscoveryForm) -> Result<Option<String>, Refusal> {
-    let invalid = |detail: String, hint: &str| (Code::InvalidPattern, detail, hint.to_owned());
+fn read_pattern(
+    obj: &Map<String, Value>,
+    form: &DiscoveryForm,
+) -> Result<Option<String>, Box<Failure>> {
+    let invalid = |detail: String, hint: &str| fail(Code::InvalidPattern, detail, hint);
     match obj.get("pattern") {
         None | Some(Value::Null) => Ok(None),
         Some(_) if *form != DiscoveryForm::MetricNames => Err(invalid(
@@ -276,20 +267,20 @@ fn read_pattern(obj: &Map<String, Value>, form: &DiscoveryForm) -> Result<Option
     }
 }
 
-fn read_selector(value: Option<&Value>) -> Result<Option<&str>, Refusal> {
+fn read_selector(value: Option<&Value>) -> Result<Option<&str>, Box<Failure>> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.len() > MAX_EXPR_BYTES => Err((
+        Some(Value::String(s)) if s.len() > MAX_EXPR_BYTES => Err(fail(
             Code::InvalidDiscovery,
             format!("selector is {} bytes, over {MAX_EXPR_BYTES}", s.len()),
-            "Write a shorter selector.".to_owned(),
+            "Write a shorter selector.",
         )),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err((
+        Some(other) => Err(fail(
             Code::InvalidDiscovery,
             format!("selector must be a string, not {}", json_kind(other)),
-            "Write the selector as a string, e.g. \"{job=\\\"tikv\\\"}\".".to_owned(),
+            "Write the selector as a string, e.g. \"{job=\\\"tikv\\\"}\".",
         )),
     }
 }
@@ -303,7 +294,6 @@ fn locked_selector(
     selector: Option<&str>,
     pattern: Option<&str>,
 ) -> Result<String, Box<Failure>> {
-    let fail = |code: Code, detail: String, hint: &str| Box::new(code.failure(detail, hint));
     let plain =
         "Write one vector selector, e.g. tikv_engine_size_bytes{job=\"tikv\"} or {job=\"tikv\"}.";
     if ctx.bindings.is_empty() {
