@@ -306,13 +306,10 @@ impl Run<'_> {
         let builder = range
             .post(self.client, self.url.clone())
             .bearer_auth(self.token.expose_secret());
-        let mut compaction = Compaction::new(self.top_k)
-            .with_expr(query.expr.clone())
-            .with_window(window);
-        compaction.unit.clone_from(&query.unit);
+        let compaction = Compaction::for_query(query, self.top_k);
         let fetch =
             self.mapper
-                .fetch_evidence(builder, &self.config.limits, &compaction, &KeepLabels);
+                .fetch_answer(builder, &self.config.limits, &compaction, &KeepLabels);
         let fetched = match self.deadline.run(fetch).await {
             Ok(fetched) => fetched,
             Err(_) => Err(deadline_failure(
@@ -322,9 +319,7 @@ impl Run<'_> {
             )),
         };
         match fetched {
-            Ok(evidence) => {
-                Item::success(query.query_id.clone(), Some(query.request_digest), evidence)
-            }
+            Ok(answer) => answer.item(query.query_id.clone(), Some(query.request_digest)),
             Err(failure) => failed(failure),
         }
     }

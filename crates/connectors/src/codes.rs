@@ -155,11 +155,12 @@ pub(crate) enum OriginCode {
     ReferenceKeys,
     ResultContract,
     Package,
+    OutOfScope,
 }
 
 impl OriginCode {
     /// Every origin code, in declaration order.
-    pub(crate) const ALL: [OriginCode; 12] = [
+    pub(crate) const ALL: [OriginCode; 13] = [
         OriginCode::Timeout,
         OriginCode::Unavailable,
         OriginCode::ResponseTooLarge,
@@ -172,6 +173,7 @@ impl OriginCode {
         OriginCode::ReferenceKeys,
         OriginCode::ResultContract,
         OriginCode::Package,
+        OriginCode::OutOfScope,
     ];
 
     /// The suffix after the origin.
@@ -189,6 +191,7 @@ impl OriginCode {
             OriginCode::ReferenceKeys => "reference_keys",
             OriginCode::ResultContract => "result_contract",
             OriginCode::Package => "package",
+            OriginCode::OutOfScope => "out_of_scope",
         }
     }
 
@@ -206,7 +209,8 @@ impl OriginCode {
             | OriginCode::InvalidConfiguration
             | OriginCode::ReferenceKeys
             | OriginCode::ResultContract
-            | OriginCode::Package => Internal,
+            | OriginCode::Package
+            | OriginCode::OutOfScope => Internal,
         }
     }
 

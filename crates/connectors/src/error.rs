@@ -68,6 +68,11 @@ pub enum ConnectorError {
     #[error("reference keys: {0}")]
     ReferenceKeys(String),
 
+    /// The provider answered a discovery with series outside the request's scope (a
+    /// front that ignores the scope matcher); nothing of the answer is passed on.
+    #[error("the provider answered outside this ticket's scope: {0}")]
+    OutOfScope(String),
+
     /// The result contract refused to build a result.
     #[error("cannot build the result: {0}")]
     Result(#[from] evidence_result::ResultError),

@@ -25,11 +25,12 @@ pub use prometheus::ResponseLimits;
 pub use reference::ReferenceKeyRing;
 
 /// The bounds every answer is held to: call time, body size, series tracked and kept,
-/// label length and the size of one query's evidence.
+/// label length, the size of one query's evidence, and a discovery's census.
 pub mod limits {
     pub use crate::prometheus::{
         CUT_MARK, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K,
-        EVALUATION_TIMEOUT_MARGIN, MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS,
+        EVALUATION_TIMEOUT_MARGIN, MAX_CENSUS_LABELS, MAX_CENSUS_PREFIXES, MAX_CENSUS_VALUES,
+        MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS, MAX_LISTED_PREFIXES,
         MAX_TRACKED_SERIES, RETAINED_BODY_BYTES,
     };
 }
@@ -44,9 +45,9 @@ pub mod internal {
 
     pub use crate::address::AddressSealer;
     pub use crate::prometheus::{
-        Compaction, FORM_CONTENT_TYPE, KeepLabels, LabelSanitizer, QueryRange, QueryRangeResponse,
-        REDACTED, RawResponse, Redactor, ResponseMapper, ResponseStatus, Series, fetch,
-        read_capped,
+        Answer, Compaction, FORM_CONTENT_TYPE, KeepLabels, LabelSanitizer, QueryRange,
+        QueryRangeResponse, REDACTED, RawResponse, Redactor, ResponseMapper, ResponseStatus,
+        Series, fetch, read_capped,
     };
     #[cfg(feature = "wetech")]
     pub use crate::wetech::browser_identity;

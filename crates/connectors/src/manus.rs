@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use evidence_policy::{LockedRequest, ManusTarget, lock::LockedQuery, promql::bind_label};
 use evidence_result::{
-    Correction, Details, ErrorCode, Evidence, Failure, PackageId, Provider, ResultError, ToolResult,
+    Correction, Details, ErrorCode, Failure, PackageId, Provider, ResultError, ToolResult,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -390,11 +390,9 @@ impl ManusConnector {
             request.package.as_str(),
             plan.now,
         );
-        let mut compaction = Compaction::new(request.scope.series_kept)
-            .with_expr(sealer.text(&plan.expr))
-            .with_window(window);
-        compaction.unit.clone_from(&query.unit);
-        let fetch = mapper.fetch_evidence(builder, &config.limits, &compaction, &sealer);
+        let mut compaction = Compaction::for_query(query, request.scope.series_kept);
+        compaction.expr = Some(sealer.text(&plan.expr));
+        let fetch = mapper.fetch_answer(builder, &config.limits, &compaction, &sealer);
         let fetched = match deadline.run(fetch).await {
             Ok(fetched) => fetched,
             Err(_) => {
@@ -404,11 +402,10 @@ impl ManusConnector {
             }
         };
         match fetched {
-            Ok(evidence) => Details::success(
+            Ok(answer) => answer.map_texts(|t| sealer.text(t)).details(
                 origin,
                 query.query_id.clone(),
                 query.request_digest,
-                sealed_warnings(evidence, &sealer),
             ),
             Err(mut failure) => {
                 failure.detail_error = sealer.text(&failure.detail_error);
@@ -557,13 +554,6 @@ fn body_text(raw: &RawResponse, redactor: &Redactor) -> String {
     } else {
         text
     }
-}
-
-fn sealed_warnings(mut evidence: Evidence, sealer: &AddressSealer<'_>) -> Evidence {
-    for w in &mut evidence.warnings {
-        *w = sealer.text(w);
-    }
-    evidence
 }
 
 #[cfg(test)]

@@ -19,19 +19,11 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use url::Url;
 
-const TOKEN: &str = "clinic-token-7e21c4b9d05a";
+mod scope;
 
-/// The scope labels of the committed, installed Clinic package.
-fn committed_scope() -> Vec<ScopeBinding> {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packages/managed_auto_oncall_clinic/v3");
-    Package::load_source(&dir)
-        .unwrap()
-        .manifest()
-        .manifest()
-        .scope_labels
-        .clone()
-}
+use scope::committed_scope;
+
+const TOKEN: &str = "clinic-token-7e21c4b9d05a";
 
 /// The APID-29213 window's Clinic policy for a cluster of `tier`.
 fn policy(

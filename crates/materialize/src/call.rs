@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use evidence_result::{
-    Details, ErrorInfo, Operation, PackageId, Provider, QueryId, RequestDigest, Status, ToolResult,
-    evidence::EvidenceOutcome,
+    Details, Discovery, ErrorInfo, Evidence, Operation, PackageId, Provider, QueryId,
+    RequestDigest, Status, ToolResult, evidence::EvidenceOutcome,
 };
 
 use crate::Outcome;
@@ -154,6 +154,14 @@ fn outcome_of(
     }
 }
 
+/// Whether an answer (a query's evidence or a discovery's answer) found data. A
+/// discovery that found nothing is `no_data` like a query: never a fact of absence.
+fn answered(evidence: Option<&Evidence>, discovery: Option<&Discovery>) -> Option<EvidenceOutcome> {
+    evidence
+        .map(|e| e.outcome)
+        .or_else(|| discovery.map(|d| d.outcome))
+}
+
 /// Splits a record into its attempts, calling `f` for each in order.
 ///
 /// - A batch result: one attempt per item, keyed by the item's query id.
@@ -176,7 +184,7 @@ pub(crate) fn for_each_attempt<'a>(record: &'a CallRecord, mut f: impl FnMut(Att
                 outcome: outcome_of(
                     disposition,
                     item.status,
-                    item.evidence.as_ref().map(|e| e.outcome),
+                    answered(item.evidence.as_deref(), item.discovery.as_deref()),
                 ),
                 error: item.error.as_ref(),
                 source: Source::Item(i),
@@ -187,7 +195,7 @@ pub(crate) fn for_each_attempt<'a>(record: &'a CallRecord, mut f: impl FnMut(Att
     let outcome = outcome_of(
         disposition,
         details.status,
-        details.evidence.as_ref().map(|e| e.outcome),
+        answered(details.evidence.as_deref(), details.discovery.as_deref()),
     );
     let whole = |query_id: Option<&'a QueryId>, request_digest| AttemptView {
         query_id,
@@ -246,6 +254,7 @@ pub(crate) fn project_head(
         query_id: Some(query_id.clone()),
         request_digest: reported.or(request_digest),
         evidence: None,
+        discovery: None,
         error: None,
         detail_error: None,
         correction: None,
@@ -259,12 +268,14 @@ pub(crate) fn copy_payload(out: &mut Details, from: &Details, source: Source) {
     match source.item(from) {
         Some(item) => {
             out.evidence.clone_from(&item.evidence);
+            out.discovery.clone_from(&item.discovery);
             out.error.clone_from(&item.error);
             out.detail_error.clone_from(&item.detail_error);
             out.correction.clone_from(&item.correction);
         }
         None => {
             out.evidence.clone_from(&from.evidence);
+            out.discovery.clone_from(&from.discovery);
             out.error.clone_from(&from.error);
             out.detail_error.clone_from(&from.detail_error);
             out.correction.clone_from(&from.correction);
@@ -278,21 +289,24 @@ pub(crate) fn move_payload(out: &mut Details, from: &mut Details, source: Source
         Source::Item(i) => from.items.get_mut(i),
         Source::Whole => None,
     };
-    let (evidence, error, detail_error, correction) = match item {
+    let (evidence, discovery, error, detail_error, correction) = match item {
         Some(item) => (
             &mut item.evidence,
+            &mut item.discovery,
             &mut item.error,
             &mut item.detail_error,
             &mut item.correction,
         ),
         None => (
             &mut from.evidence,
+            &mut from.discovery,
             &mut from.error,
             &mut from.detail_error,
             &mut from.correction,
         ),
     };
     out.evidence = evidence.take();
+    out.discovery = discovery.take();
     out.error = error.take();
     out.detail_error = detail_error.take();
     out.correction = correction.take();

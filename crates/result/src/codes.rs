@@ -222,6 +222,7 @@ pub const ERROR_CODES: &[KnownCode] = &[
     per_origin("reference_keys", &[Internal]),
     per_origin("result_contract", &[Internal]),
     per_origin("package", &[Internal]),
+    per_origin("out_of_scope", &[Internal]),
     // Connectors: fixed codes.
     exact(
         "invalid_reference",

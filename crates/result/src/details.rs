@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Correction, Digest, ErrorCode, Evidence, FailureClass, Operation, PackageId, Provider, QueryId,
-    RequestDigest,
+    Correction, Digest, Discovery, ErrorCode, Evidence, FailureClass, Operation, PackageId,
+    Provider, QueryId, RequestDigest,
 };
 
 /// The status of a result. A single operation is `ok` or `error`; a batch is `ok`,
@@ -138,6 +138,9 @@ pub struct Item {
     // (a handoff, a view) clones the handle instead of the series.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Arc<Evidence>>,
+    /// The answer of a discovery, on success (instead of evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Arc<Discovery>>,
     /// Error on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -161,6 +164,25 @@ impl Item {
             query_id,
             request_digest,
             evidence: Some(Arc::new(evidence)),
+            discovery: None,
+            error: None,
+            detail_error: None,
+            correction: None,
+        }
+    }
+
+    /// A successful discovery item.
+    pub fn discovered(
+        query_id: QueryId,
+        request_digest: Option<RequestDigest>,
+        discovery: Discovery,
+    ) -> Self {
+        Item {
+            status: Status::Ok,
+            query_id,
+            request_digest,
+            evidence: None,
+            discovery: Some(Arc::new(discovery)),
             error: None,
             detail_error: None,
             correction: None,
@@ -178,6 +200,7 @@ impl Item {
             query_id,
             request_digest,
             evidence: None,
+            discovery: None,
             error: Some(failure.error),
             detail_error: Some(failure.detail_error),
             correction: Some(failure.correction),
@@ -216,6 +239,9 @@ pub struct Details {
     // Shared, as in `Item`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Arc<Evidence>>,
+    /// The answer of a discovery, on success of one operation (instead of evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Arc<Discovery>>,
     /// Error, on failure of the call as a whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -241,6 +267,7 @@ impl Details {
             query_id: None,
             request_digest: None,
             evidence: None,
+            discovery: None,
             error: None,
             detail_error: None,
             correction: None,
@@ -259,6 +286,21 @@ impl Details {
             query_id: Some(query_id),
             request_digest: Some(request_digest),
             evidence: Some(Arc::new(evidence)),
+            ..Self::base(origin, Status::Ok)
+        }
+    }
+
+    /// A successful single discovery.
+    pub fn discovered(
+        origin: Origin,
+        query_id: QueryId,
+        request_digest: RequestDigest,
+        discovery: Discovery,
+    ) -> Self {
+        Details {
+            query_id: Some(query_id),
+            request_digest: Some(request_digest),
+            discovery: Some(Arc::new(discovery)),
             ..Self::base(origin, Status::Ok)
         }
     }
@@ -319,6 +361,7 @@ impl Details {
             if self.query_id.is_some()
                 || self.request_digest.is_some()
                 || self.evidence.is_some()
+                || self.discovery.is_some()
                 || self.error.is_some()
                 || self.detail_error.is_some()
                 || self.correction.is_some()
@@ -331,7 +374,7 @@ impl Details {
             for item in &self.items {
                 check_outcome(
                     item.status,
-                    item.evidence.as_deref(),
+                    Answer::of(item.evidence.as_deref(), item.discovery.as_deref())?,
                     item.error.is_some(),
                     item.detail_error.is_some(),
                     item.correction.is_some(),
@@ -344,7 +387,7 @@ impl Details {
         }
         check_outcome(
             self.status,
-            self.evidence.as_deref(),
+            Answer::of(self.evidence.as_deref(), self.discovery.as_deref())?,
             self.error.is_some(),
             self.detail_error.is_some(),
             self.correction.is_some(),
@@ -352,23 +395,46 @@ impl Details {
     }
 }
 
+/// What a success answers with: evidence of a query or a discovery's answer.
+enum Answer<'a> {
+    Evidence(&'a Evidence),
+    Discovery(&'a Discovery),
+}
+
+impl<'a> Answer<'a> {
+    fn of(
+        evidence: Option<&'a Evidence>,
+        discovery: Option<&'a Discovery>,
+    ) -> Result<Option<Self>, &'static str> {
+        match (evidence, discovery) {
+            (Some(_), Some(_)) => Err("a result carries evidence or a discovery, not both"),
+            (Some(e), None) => Ok(Some(Answer::Evidence(e))),
+            (None, Some(d)) => Ok(Some(Answer::Discovery(d))),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 fn check_outcome(
     status: Status,
-    evidence: Option<&Evidence>,
+    answer: Option<Answer<'_>>,
     error: bool,
     detail: bool,
     correction: bool,
 ) -> Result<(), &'static str> {
     match status {
         Status::Ok => {
-            let evidence = evidence.ok_or("a success carries evidence")?;
+            let answer = answer.ok_or("a success carries evidence")?;
             if error || detail || correction {
                 return Err("a success carries no error");
             }
-            evidence.check()
+            match answer {
+                Answer::Evidence(e) => e.check(),
+                Answer::Discovery(d) => d.check(),
+            }
         }
         Status::Error => {
-            if evidence.is_some() {
+            if answer.is_some() {
                 return Err("a failure carries no evidence");
             }
             if !(error && detail && correction) {

@@ -79,6 +79,12 @@ pub enum Fault {
         /// The pause before each byte.
         every: Duration,
     },
+    /// Forward, but with every matcher on this label removed from the query first: a
+    /// backend that ignores the scope matcher and answers for every cluster.
+    IgnoreScope {
+        /// The scope label whose matchers are dropped (`cluster_id`).
+        label: &'static str,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -151,6 +157,35 @@ impl FaultControl {
         self.apply().await
     }
 
+    /// The form `body` as the front forwards it: unchanged, or under
+    /// [`Fault::IgnoreScope`] with every matcher on its label removed from `query`.
+    pub(crate) fn rewrite(&self, body: Bytes) -> Bytes {
+        let Fault::IgnoreScope { label } = self.fault() else {
+            return body;
+        };
+        let Ok(matcher) = regex::Regex::new(&format!(r#",?\b{label}\s*(=~|!~|!=|=)\s*"[^"]*",?"#))
+        else {
+            return body;
+        };
+        let mut out = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in url::form_urlencoded::parse(&body) {
+            if name == "query" {
+                let stripped = matcher.replace_all(&value, |c: &regex::Captures<'_>| {
+                    let text = &c[0];
+                    if text.starts_with(',') && text.ends_with(',') {
+                        ",".to_owned()
+                    } else {
+                        String::new()
+                    }
+                });
+                out.append_pair(&name, &stripped);
+            } else {
+                out.append_pair(&name, &value);
+            }
+        }
+        Bytes::from(out.finish())
+    }
+
     /// The current delay.
     pub fn delay(&self) -> Duration {
         Duration::from_millis(self.state.delay_ms.load(Ordering::SeqCst))
@@ -172,7 +207,7 @@ impl FaultControl {
             tokio::time::sleep(delay).await;
         }
         match self.fault() {
-            Fault::None => None,
+            Fault::None | Fault::IgnoreScope { .. } => None,
             Fault::NonJson => Some(non_json_page()),
             Fault::Status(code) => Some(status_page(code)),
             Fault::OversizedBody { bytes } => Some(oversized_body(bytes)),
@@ -439,6 +474,21 @@ impl Upstream {
             base: base.trim_end_matches('/').to_owned(),
             client,
         })
+    }
+
+    /// Forwards a `query_range` request to Prometheus as [`Upstream::forward`] does, its
+    /// form body as `faults` rewrites it ([`FaultControl::rewrite`]).
+    pub(crate) async fn forward_query_range(
+        &self,
+        faults: &FaultControl,
+        method: Method,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let body = faults.rewrite(body);
+        self.forward(method, "/api/v1/query_range", query, headers, body)
+            .await
     }
 
     /// Forwards a request to `path` on Prometheus, with the same method, query string,

@@ -333,7 +333,7 @@ async fn datasource_proxy(
     }
     let response = state
         .upstream
-        .forward(method, "/api/v1/query_range", uri.query(), &headers, body)
+        .forward_query_range(&state.faults, method, uri.query(), &headers, body)
         .await;
     let style = *state
         .error_style

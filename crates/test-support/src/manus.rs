@@ -200,7 +200,7 @@ async fn query_range(
     }
     state
         .upstream
-        .forward(method, "/api/v1/query_range", uri.query(), &headers, body)
+        .forward_query_range(&state.faults, method, uri.query(), &headers, body)
         .await
 }
 

@@ -2,6 +2,7 @@
 //! Clinic and Manus, WebDriver script answers from a browser page for Wetech): the total
 //! bound, the streaming fold, and the first bytes kept for a failure's digest.
 
+use super::compact::Compaction;
 use super::parse::ResponseStatus;
 use super::stream::{StreamCompactor, Streamed};
 use crate::ConnectorError;
@@ -41,11 +42,12 @@ pub(crate) struct FoldedBody {
 }
 
 impl BodyFold {
-    /// A fold keeping the `top_k` highest peaks, refusing a body over `max_body_bytes`
-    /// and keeping the first `retain` bytes for a failure's digest and excerpt.
-    pub(crate) fn new(top_k: u32, max_body_bytes: usize, retain: usize) -> Self {
+    /// A fold for `compaction` (its top k highest peaks, its census), refusing a body
+    /// over `max_body_bytes` and keeping the first `retain` bytes for a failure's digest
+    /// and excerpt.
+    pub(crate) fn new(compaction: &Compaction, max_body_bytes: usize, retain: usize) -> Self {
         BodyFold {
-            parser: StreamCompactor::new(top_k),
+            parser: StreamCompactor::with_census(compaction.top_k, compaction.census()),
             retained: Vec::new(),
             total: 0,
             max_body_bytes,
@@ -123,12 +125,12 @@ mod tests {
 
     #[test]
     fn a_body_over_the_bound_is_refused_at_the_chunk_that_passes_it() {
-        let mut fold = BodyFold::new(1, ANSWER.len() - 1, 1 << 20);
+        let mut fold = BodyFold::new(&Compaction::new(1), ANSWER.len() - 1, 1 << 20);
         let (head, tail) = ANSWER.split_at(ANSWER.len() - 2);
         assert_eq!(fold.feed(head).unwrap(), Feed::More);
         let err = fold.feed(tail).unwrap_err();
         assert!(matches!(err, ConnectorError::BodyTooLarge { limit } if limit == ANSWER.len() - 1));
-        let mut fold = BodyFold::new(1, ANSWER.len(), 1 << 20);
+        let mut fold = BodyFold::new(&Compaction::new(1), ANSWER.len(), 1 << 20);
         for piece in ANSWER.chunks(5) {
             assert_eq!(fold.feed(piece).unwrap(), Feed::More);
         }
@@ -140,7 +142,7 @@ mod tests {
     #[test]
     fn a_failed_body_is_read_on_only_while_it_fits_in_what_is_retained() {
         let head: &[u8] = br#"{"status":"success","data":{"resultType":"matrix","result":["#;
-        let mut fold = BodyFold::new(1, usize::MAX, head.len() + 8);
+        let mut fold = BodyFold::new(&Compaction::new(1), usize::MAX, head.len() + 8);
         assert_eq!(fold.feed(head).unwrap(), Feed::More);
         // A comma where a series must start: the body failed, but still fits.
         assert_eq!(fold.feed(b",").unwrap(), Feed::More);

@@ -6,11 +6,15 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use evidence_policy::lock::{DiscoveryAsk, DiscoveryForm, LockedQuery};
 use evidence_result::{
     Evidence, evidence::EvidenceOutcome, evidence::EvidenceWindow, series::SeriesSummary,
 };
 
+use super::answer::Answer;
 use super::bound::bounded;
+use super::census::CensusKind;
+use super::discover;
 use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
 use super::summary::{FoldSummary, Labels, MAX_TRACKED_SERIES, ResultFold};
 use crate::ConnectorError;
@@ -61,6 +65,9 @@ pub struct Compaction {
     pub expr: Option<String>,
     /// Window and step the query ran with.
     pub window: Option<EvidenceWindow>,
+    /// The discovery the query answers, when it answers one: the answer is then a
+    /// discovery's ([`evidence_result::Discovery`]), with at most its items.
+    pub discovery: Option<DiscoveryAsk>,
 }
 
 impl Default for Compaction {
@@ -77,6 +84,7 @@ impl Compaction {
             unit: None,
             expr: None,
             window: None,
+            discovery: None,
         }
     }
 
@@ -96,6 +104,30 @@ impl Compaction {
     pub fn with_window(mut self, window: EvidenceWindow) -> Self {
         self.window = Some(window);
         self
+    }
+
+    /// The compaction of a locked query's answer: its expression, window and unit; a
+    /// query keeps `series_kept` series, a discovery lists at most its items.
+    pub fn for_query(query: &LockedQuery, series_kept: u32) -> Self {
+        let top_k = query
+            .discovery
+            .as_ref()
+            .map_or(series_kept, |d| d.max_items);
+        let mut compaction = Compaction::new(top_k)
+            .with_expr(query.expr.clone())
+            .with_window(query.evidence_window());
+        compaction.unit.clone_from(&query.unit);
+        compaction.discovery.clone_from(&query.discovery);
+        compaction
+    }
+
+    /// The census the fold takes for this compaction's discovery, if any.
+    pub(crate) fn census(&self) -> Option<CensusKind> {
+        match self.discovery.as_ref().map(|d| &d.form) {
+            Some(DiscoveryForm::LabelNames) => Some(CensusKind::LabelNames),
+            Some(DiscoveryForm::MetricNames) => Some(CensusKind::Prefixes),
+            _ => None,
+        }
     }
 
     /// Compacts a successful answer: series count, point count, and for the top-k
@@ -118,29 +150,47 @@ impl Compaction {
             .into_iter()
             .map(|s| SeriesDigest::of(s.labels, &s.points))
             .collect();
-        self.compact_digests(digests, &response.warnings, sanitizer)
+        self.evidence(self.fold(digests), &response.warnings, sanitizer)
     }
 
-    /// Compacts series already reduced while parsing (the path of `ResponseMapper`).
+    /// Compacts series already reduced while parsing (the path of `ResponseMapper`)
+    /// into this compaction's answer.
     pub(crate) fn compact_parsed(
         &self,
         parsed: Parsed<'_, SeriesDigest<'_>>,
         sanitizer: &dyn LabelSanitizer,
-    ) -> Result<Evidence, ConnectorError> {
-        self.compact_digests(parsed.series, &parsed.warnings, sanitizer)
+    ) -> Result<Answer, ConnectorError> {
+        self.answer(self.fold(parsed.series), &parsed.warnings, sanitizer)
     }
 
-    fn compact_digests(
-        &self,
-        series: Vec<SeriesDigest<'_>>,
-        warnings: &[Cow<'_, str>],
-        sanitizer: &dyn LabelSanitizer,
-    ) -> Result<Evidence, ConnectorError> {
-        let mut fold = ResultFold::new(self.top_k);
+    fn fold<'a>(&self, series: Vec<SeriesDigest<'a>>) -> FoldSummary<'a> {
+        let mut fold = ResultFold::new(self.top_k).with_census(self.census());
         for s in series {
             fold.push(s);
         }
-        self.evidence(fold.finish(), warnings, sanitizer)
+        fold.finish()
+    }
+
+    /// The fold's summary as this compaction's answer: a discovery's answer when the
+    /// query answers a discovery ([`Self::discovery`]), compact evidence otherwise.
+    pub(crate) fn answer(
+        &self,
+        summary: FoldSummary<'_>,
+        warnings: &[Cow<'_, str>],
+        sanitizer: &dyn LabelSanitizer,
+    ) -> Result<Answer, ConnectorError> {
+        match &self.discovery {
+            Some(ask) => {
+                let warnings = warnings
+                    .iter()
+                    .map(|w| bounded(w.clone()).into_owned())
+                    .collect();
+                discover::discovery(ask, summary, warnings, sanitizer).map(Answer::Discovery)
+            }
+            None => self
+                .evidence(summary, warnings, sanitizer)
+                .map(Answer::Evidence),
+        }
     }
 
     /// Turns the fold's summary into evidence: sanitizes the common labels once and each

@@ -1,7 +1,10 @@
-//! From a provider answer (or a transport error) to evidence or a structured failure
-//! that keeps the provider's words.
+//! From a provider answer (or a transport error) to evidence, a discovery's answer, or a
+//! structured failure that keeps the provider's words.
 
-use evidence_result::{Correction, Digest, ErrorCode, Evidence, Failure, FailureClass, Provider};
+use evidence_result::discovery::Cell;
+use evidence_result::{
+    Correction, Digest, Discovery, ErrorCode, Evidence, Failure, FailureClass, Provider,
+};
 
 use std::borrow::Cow;
 
@@ -9,9 +12,11 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use reqwest::header::CONTENT_TYPE;
 
+use super::answer::Answer;
 use super::body::{BodyFold, Feed, FoldedBody};
 use super::bound::{CUT_MARK, cut_prefix};
 use super::compact::{Compaction, LabelSanitizer};
+use super::discover;
 use super::fetch::{RawResponse, ResponseLimits, read_capped};
 use super::fit::fit;
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
@@ -116,12 +121,27 @@ impl ResponseMapper {
         compaction: &Compaction,
         sanitizer: &S,
     ) -> Result<Evidence, Failure> {
+        self.evidence_only(
+            self.fetch_answer(request, limits, compaction, sanitizer)
+                .await,
+        )
+    }
+
+    /// [`Self::fetch_evidence`] for any locked query: the answer is a discovery's when
+    /// `compaction` is for one ([`Compaction::for_query`]).
+    pub async fn fetch_answer<S: LabelSanitizer + Sync + ?Sized>(
+        &self,
+        request: reqwest::RequestBuilder,
+        limits: &ResponseLimits,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Answer, Failure> {
         let call = async {
             let response = request
                 .send()
                 .await
                 .map_err(|e| self.failure(&ConnectorError::from_reqwest(e)))?;
-            self.response_evidence(response, limits.max_body_bytes, compaction, sanitizer)
+            self.response_answer(response, limits.max_body_bytes, compaction, sanitizer)
                 .await
         };
         match tokio::time::timeout(limits.timeout, call).await {
@@ -130,6 +150,23 @@ impl ResponseMapper {
                 "no complete answer within {} ms",
                 limits.timeout.as_millis()
             )))),
+        }
+    }
+
+    /// Evidence only: a discovery's answer where evidence was asked for (a compaction
+    /// for a discovery given to an evidence function) is refused as a contract fault.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    fn evidence_only(&self, answer: Result<Answer, Failure>) -> Result<Evidence, Failure> {
+        match answer? {
+            Answer::Evidence(e) => Ok(e),
+            Answer::Discovery(_) => Err(self.failure(&ConnectorError::Request(
+                "a discovery's compaction was given where evidence is asked for; use the \
+                 answer functions"
+                    .to_owned(),
+            ))),
         }
     }
 
@@ -142,6 +179,20 @@ impl ResponseMapper {
         compaction: &Compaction,
         sanitizer: &S,
     ) -> Result<Evidence, Failure> {
+        self.evidence_only(
+            self.response_answer(response, max_body_bytes, compaction, sanitizer)
+                .await,
+        )
+    }
+
+    /// The answer of a response whose body is still to be read.
+    async fn response_answer<S: LabelSanitizer + Sync + ?Sized>(
+        &self,
+        response: reqwest::Response,
+        max_body_bytes: usize,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Answer, Failure> {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let path = response.url().path().to_owned();
@@ -149,7 +200,7 @@ impl ResponseMapper {
                 .await
                 .map_err(|e| self.failure(&e))?;
             return self
-                .typed_evidence(&raw, compaction, sanitizer)
+                .typed_answer(&raw, compaction, sanitizer)
                 .map_err(|f| self.naming_path(f, &path));
         }
         let content_type = response
@@ -166,7 +217,7 @@ impl ResponseMapper {
         {
             return Err(self.failure(&too_large));
         }
-        let mut fold = BodyFold::new(compaction.top_k, max_body_bytes, RETAINED_BODY_BYTES);
+        let mut fold = BodyFold::new(compaction, max_body_bytes, RETAINED_BODY_BYTES);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk: Bytes = chunk.map_err(|e| self.failure(&ConnectorError::from_reqwest(e)))?;
@@ -176,7 +227,7 @@ impl ResponseMapper {
                 Err(e) => return Err(self.failure(&e)),
             }
         }
-        self.folded_evidence(status, content_type, fold.finish(), compaction, sanitizer)
+        self.folded_answer(status, content_type, fold.finish(), compaction, sanitizer)
     }
 
     /// Evidence from a 2xx body folded as it arrived ([`BodyFold`]), or the failure it
@@ -186,14 +237,14 @@ impl ResponseMapper {
         clippy::result_large_err,
         reason = "the failure is a result value moved once into Details, not a hot error path"
     )]
-    pub(crate) fn folded_evidence<S: LabelSanitizer + ?Sized>(
+    pub(crate) fn folded_answer<S: LabelSanitizer + ?Sized>(
         &self,
         status: u16,
         content_type: Option<String>,
         folded: FoldedBody,
         compaction: &Compaction,
         sanitizer: &S,
-    ) -> Result<Evidence, Failure> {
+    ) -> Result<Answer, Failure> {
         let short = folded.whole().is_some();
         let FoldedBody {
             outcome,
@@ -203,10 +254,10 @@ impl ResponseMapper {
         let raw = RawResponse::new(status, content_type, retained);
         match outcome {
             Ok(streamed) if streamed.status == ResponseStatus::Success => {
-                self.streamed_evidence(streamed, compaction, sanitizer)
+                self.streamed_answer(streamed, compaction, sanitizer)
             }
             // A short failing body: exactly the buffered mapping (digest, text).
-            _ if short => self.typed_evidence(&raw, compaction, sanitizer),
+            _ if short => self.typed_answer(&raw, compaction, sanitizer),
             Ok(streamed) => {
                 let text = streamed
                     .error
@@ -236,29 +287,90 @@ impl ResponseMapper {
         compaction: &Compaction,
         sanitizer: &S,
     ) -> Result<Evidence, Failure> {
+        self.evidence_only(self.answer(raw, compaction, sanitizer))
+    }
+
+    /// [`Self::evidence`] for any locked query: the answer is a discovery's when
+    /// `compaction` is for one.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    pub fn answer<S: LabelSanitizer + ?Sized>(
+        &self,
+        raw: &RawResponse,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Answer, Failure> {
         if raw.is_success()
-            && let Ok(streamed) = StreamCompactor::new(compaction.top_k).complete(&raw.body)
+            && let Ok(streamed) =
+                StreamCompactor::with_census(compaction.top_k, compaction.census())
+                    .complete(&raw.body)
             && streamed.status == ResponseStatus::Success
         {
-            return self.streamed_evidence(streamed, compaction, sanitizer);
+            return self.streamed_answer(streamed, compaction, sanitizer);
         }
-        self.typed_evidence(raw, compaction, sanitizer)
+        self.typed_answer(raw, compaction, sanitizer)
     }
 
     #[expect(
         clippy::result_large_err,
         reason = "the failure is a result value moved once into Details, not a hot error path"
     )]
-    fn streamed_evidence<S: LabelSanitizer + ?Sized>(
+    fn streamed_answer<S: LabelSanitizer + ?Sized>(
         &self,
         streamed: Streamed,
         compaction: &Compaction,
         sanitizer: &S,
-    ) -> Result<Evidence, Failure> {
+    ) -> Result<Answer, Failure> {
         let warnings: Vec<Cow<'_, str>> = streamed.warnings;
-        match compaction.evidence(streamed.summary, &warnings, &Dyn(sanitizer)) {
-            Ok(evidence) => Ok(self.finished(evidence)),
+        match compaction.answer(streamed.summary, &warnings, &Dyn(sanitizer)) {
+            Ok(answer) => Ok(self.finished_answer(answer)),
             Err(e) => Err(self.failure(&e)),
+        }
+    }
+
+    fn finished_answer(&self, answer: Answer) -> Answer {
+        match answer {
+            Answer::Evidence(e) => Answer::Evidence(self.finished(e)),
+            Answer::Discovery(d) => Answer::Discovery(self.finished_discovery(d)),
+        }
+    }
+
+    /// [`Self::finished`] for a discovery: warnings redacted, every cut text ending in
+    /// no part of a secret, then fitted to its bound.
+    fn finished_discovery(&self, mut discovery: Discovery) -> Discovery {
+        for w in &mut discovery.warnings {
+            *w = self.redactor.redact(w);
+        }
+        let cut_tail = |text: &mut String| self.cut_tail(text);
+        for w in &mut discovery.warnings {
+            cut_tail(w);
+        }
+        for v in discovery.scope.values_mut() {
+            cut_tail(v);
+        }
+        for row in &mut discovery.rows {
+            for cell in row {
+                if let Cell::Text(Some(text)) = cell {
+                    cut_tail(text);
+                }
+            }
+        }
+        discover::fit(&mut discovery);
+        discovery
+    }
+
+    /// A text cut at its bound ends in no part of a secret cut in two (only the tail: a
+    /// whole secret in a cut text stays, for the guard to block).
+    fn cut_tail(&self, text: &mut String) {
+        if let Some(prefix) = cut_prefix(text)
+            && self.redactor.redact(prefix) == prefix
+        {
+            let redacted = self.redactor.redact_cut(prefix);
+            if redacted != prefix {
+                *text = format!("{redacted}{CUT_MARK}");
+            }
         }
     }
 
@@ -269,17 +381,7 @@ impl ResponseMapper {
         for w in &mut evidence.warnings {
             *w = self.redactor.redact(w);
         }
-        let cut_tail = |text: &mut String| {
-            // Only the tail: a whole secret in a cut text stays, for the guard to block.
-            if let Some(prefix) = cut_prefix(text)
-                && self.redactor.redact(prefix) == prefix
-            {
-                let redacted = self.redactor.redact_cut(prefix);
-                if redacted != prefix {
-                    *text = format!("{redacted}{CUT_MARK}");
-                }
-            }
-        };
+        let cut_tail = |text: &mut String| self.cut_tail(text);
         for w in &mut evidence.warnings {
             cut_tail(w);
         }
@@ -309,11 +411,24 @@ impl ResponseMapper {
         compaction: &Compaction,
         sanitizer: &S,
     ) -> Result<Evidence, Failure> {
+        self.evidence_only(self.typed_answer(raw, compaction, sanitizer))
+    }
+
+    #[expect(
+        clippy::result_large_err,
+        reason = "the failure is a result value moved once into Details, not a hot error path"
+    )]
+    fn typed_answer<S: LabelSanitizer + ?Sized>(
+        &self,
+        raw: &RawResponse,
+        compaction: &Compaction,
+        sanitizer: &S,
+    ) -> Result<Answer, Failure> {
         // The digest is only needed for failures; a large success does not pay for it.
         match parse_with::<SeriesDigest<'_>>(&raw.body) {
             Ok(parsed) if raw.is_success() && parsed.status == ResponseStatus::Success => {
                 match compaction.compact_parsed(parsed, &Dyn(sanitizer)) {
-                    Ok(evidence) => Ok(self.finished(evidence)),
+                    Ok(answer) => Ok(self.finished_answer(answer)),
                     Err(e) => Err(self.failure(&e)),
                 }
             }
@@ -424,6 +539,7 @@ impl ResponseMapper {
             ConnectorError::ReferenceKeys(_) => (OriginCode::ReferenceKeys, None),
             ConnectorError::Result(_) => (OriginCode::ResultContract, None),
             ConnectorError::Package(_) => (OriginCode::Package, None),
+            ConnectorError::OutOfScope(_) => (OriginCode::OutOfScope, None),
         };
         Failure::new(code.code(self.provider), code.class(), detail)
             .with_correction(self.correction(code.class(), hint))

@@ -1,9 +1,13 @@
 //! Shared Prometheus handling for the three connectors: `query_range` requests, capped
-//! streamed reads, streaming and typed parsing, compaction, credential redaction and error mapping.
+//! streamed reads, streaming and typed parsing, compaction, discovery answers, credential
+//! redaction and error mapping.
 
+mod answer;
 mod body;
 mod bound;
+mod census;
 mod compact;
+mod discover;
 mod fetch;
 mod fit;
 mod mapping;
@@ -13,9 +17,12 @@ mod request;
 mod stream;
 mod summary;
 
+pub use answer::Answer;
 pub(crate) use body::{BodyFold, Feed};
 pub use bound::{CUT_MARK, MAX_LABEL_CHARS};
+pub use census::{MAX_CENSUS_LABELS, MAX_CENSUS_PREFIXES, MAX_CENSUS_VALUES};
 pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
+pub use discover::MAX_LISTED_PREFIXES;
 pub use fetch::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,
     ResponseLimits, fetch, read_capped,

@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 
+use super::census::CensusKind;
 use super::parse::{
     ResponseStatus, SeriesDigest, StreamedSeries, classify, error_before_end, parse_with,
 };
@@ -109,9 +110,15 @@ pub(crate) struct StreamCompactor {
 
 impl StreamCompactor {
     /// A parser whose fold keeps the `top_k` highest peaks.
+    #[cfg(test)]
     pub(crate) fn new(top_k: u32) -> Self {
+        Self::with_census(top_k, None)
+    }
+
+    /// A parser whose fold keeps the `top_k` highest peaks and takes a census of `census`.
+    pub(crate) fn with_census(top_k: u32, census: Option<CensusKind>) -> Self {
         StreamCompactor {
-            fold: ResultFold::new(top_k),
+            fold: ResultFold::new(top_k).with_census(census),
             stack: Vec::new(),
             string: None,
             key: Vec::new(),

@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 
 use evidence_result::{series::NonFiniteCounts, series::PeakSpread};
 
+use super::census::{Census, CensusKind, CensusSummary};
 use super::parse::SeriesDigest;
 
 /// How many series' peaks one answer's peak spread is computed over (8 MB of peaks).
@@ -37,6 +38,7 @@ pub(crate) struct ResultFold<'a> {
     peak_limit: usize,
     common: Option<Labels<'a>>,
     top: Vec<(usize, SeriesDigest<'a>)>,
+    census: Option<Census>,
 }
 
 /// What the fold found once every series was pushed.
@@ -54,6 +56,8 @@ pub(crate) struct FoldSummary<'a> {
     /// The top-k series, highest exact peak first (ties: provider order; series
     /// without finite values last).
     pub(crate) top: Vec<SeriesDigest<'a>>,
+    /// What the census found, when the fold took one (a discovery's).
+    pub(crate) census: Option<CensusSummary>,
 }
 
 impl<'a> ResultFold<'a> {
@@ -74,7 +78,14 @@ impl<'a> ResultFold<'a> {
             peak_limit,
             common: None,
             top: Vec::new(),
+            census: None,
         }
+    }
+
+    /// The same fold, also taking a census of `kind` over every series.
+    pub(crate) fn with_census(mut self, kind: Option<CensusKind>) -> Self {
+        self.census = kind.map(Census::new);
+        self
     }
 
     /// Adds one series.
@@ -92,6 +103,9 @@ impl<'a> ResultFold<'a> {
             } else {
                 self.untracked_peaks += 1;
             }
+        }
+        if let Some(census) = &mut self.census {
+            census.observe(&series.labels);
         }
         match &mut self.common {
             None => self.common = Some(series.labels.clone()),
@@ -139,6 +153,7 @@ impl<'a> ResultFold<'a> {
             untracked_peaks: self.untracked_peaks,
             common: self.common.unwrap_or_default(),
             top: self.top.into_iter().map(|(_, s)| s).collect(),
+            census: self.census.map(Census::finish),
         }
     }
 }

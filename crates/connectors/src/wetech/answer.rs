@@ -1,20 +1,20 @@
-//! A query answer read from the Grafana page into evidence: a 2xx body folded chunk by
+//! A query answer read from the Grafana page into evidence (or a discovery's answer): a 2xx body folded chunk by
 //! chunk as it crosses WebDriver (the same streaming compaction as Clinic's and Manus'),
 //! any other status read whole, and an `/api/ds/query`-style error frame read as the
 //! rejection it carries.
 
-use evidence_result::{ErrorCode, Evidence, Failure, FailureClass, Provider};
+use evidence_result::{ErrorCode, Failure, FailureClass, Provider};
 use serde_json::json;
 
 use super::failures::command_failure;
 use super::frame::{ErrorFrame, error_frame};
 use super::page_fetch::{PageBody, ReadError};
 use crate::prometheus::{
-    BodyFold, Compaction, Feed, KeepLabels, MAX_HELD_BYTES, RETAINED_BODY_BYTES, RawResponse,
-    ResponseMapper,
+    Answer, BodyFold, Compaction, Feed, KeepLabels, MAX_HELD_BYTES, RETAINED_BODY_BYTES,
+    RawResponse, ResponseMapper,
 };
 
-/// Evidence from the answer whose body waits in the page, or the failure it means. The
+/// The answer (evidence, or a discovery's) whose body waits in the page, or the failure it means. The
 /// body is read under the call's bounds (`max_body_bytes`, and the time limit the read
 /// was opened with); the read is cancelled in the page on every early end.
 pub(super) async fn query_evidence(
@@ -22,7 +22,7 @@ pub(super) async fn query_evidence(
     body: &mut PageBody<'_>,
     max_body_bytes: usize,
     compaction: &Compaction,
-) -> Result<Evidence, Box<Failure>> {
+) -> Result<Answer, Box<Failure>> {
     let outcome = read_answer(mapper, body, max_body_bytes, compaction).await;
     body.close().await;
     outcome
@@ -33,7 +33,7 @@ async fn read_answer(
     body: &mut PageBody<'_>,
     max_body_bytes: usize,
     compaction: &Compaction,
-) -> Result<Evidence, Box<Failure>> {
+) -> Result<Answer, Box<Failure>> {
     let failed = |e: ReadError| match e {
         ReadError::Provider(e) => Box::new(mapper.failure(&e)),
         ReadError::Browser(f) => command_failure(&f, mapper.redactor()),
@@ -50,10 +50,10 @@ async fn read_answer(
             return Err(Box::new(frame_failure(mapper, &raw, frame)));
         }
         return mapper
-            .evidence(&raw, compaction, &KeepLabels)
+            .answer(&raw, compaction, &KeepLabels)
             .map_err(Box::new);
     }
-    let mut fold = BodyFold::new(compaction.top_k, max_body_bytes, RETAINED_BODY_BYTES);
+    let mut fold = BodyFold::new(compaction, max_body_bytes, RETAINED_BODY_BYTES);
     while let Some(chunk) = body.next().await.map_err(failed)? {
         match fold.feed(&chunk) {
             Ok(Feed::More) => {}
@@ -72,7 +72,7 @@ async fn read_answer(
         return Err(Box::new(frame_failure(mapper, &raw, frame)));
     }
     mapper
-        .folded_evidence(
+        .folded_answer(
             status,
             body.content_type.clone(),
             folded,

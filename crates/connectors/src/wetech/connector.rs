@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use evidence_policy::{LockedRequest, ResolvedScope, lock::LockedQuery};
-use evidence_result::{Details, Evidence, Failure, PackageId, Provider, ResultError, ToolResult};
+use evidence_result::{Details, Failure, PackageId, Provider, ResultError, ToolResult};
 use secrecy::SecretString;
 
 use super::answer::query_evidence;
@@ -20,7 +20,9 @@ use super::page_fetch::{Opened, PageRequest, SCRIPT_MARGIN, open};
 use super::storage::StorageState;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
-use crate::prometheus::{Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper};
+use crate::prometheus::{
+    Answer, Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper,
+};
 use crate::{Connector, CutOff, Deadline, deadline_failure};
 
 /// The secrets injected into the Wetech tool sandbox.
@@ -161,12 +163,7 @@ impl Connector for WetechConnector {
             return failed(origin, query_id, digest, failure);
         }
         let details = match run(config, query, &request.scope, &prepared, deadline).await {
-            Ok(evidence) => Details::success(
-                origin,
-                query.query_id.clone(),
-                query.request_digest,
-                evidence,
-            ),
+            Ok(answer) => answer.details(origin, query.query_id.clone(), query.request_digest),
             Err(failure) => Details::failure(origin, query_id, digest, *failure),
         };
         finish(details)
@@ -232,7 +229,7 @@ async fn run(
     scope: &ResolvedScope,
     prepared: &Prepared,
     deadline: &Deadline,
-) -> Result<Evidence, Box<Failure>> {
+) -> Result<Answer, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
     let work = deadline.earlier_by(CLEANUP_RESERVE);
     let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
@@ -272,7 +269,7 @@ async fn drive(
     prepared: &Prepared,
     work: &Deadline,
     progress: &Progress,
-) -> Result<Evidence, Box<Failure>> {
+) -> Result<Answer, Box<Failure>> {
     let redactor = prepared.mapper.redactor();
     let client = browser
         .client()
@@ -331,10 +328,7 @@ async fn drive(
         .limits
         .evaluation_timeout_within(work, config.evaluation_timeout);
     let range = QueryRange::new(query.expr.clone(), window).with_timeout(timeout);
-    let mut compaction = Compaction::new(scope.series_kept)
-        .with_expr(query.expr.clone())
-        .with_window(window);
-    compaction.unit.clone_from(&query.unit);
+    let compaction = Compaction::for_query(query, scope.series_kept);
     let request = PageRequest {
         url: &url,
         method: "POST",

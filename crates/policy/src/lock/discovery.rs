@@ -10,16 +10,18 @@
 
 use evidence_result::{Failure, Operation, PackageId, Provider, QueryId, RequestDigest};
 use jiff::Timestamp;
+use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{Expr, VectorSelector};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::addresses::check_address_labels;
 use super::code::Code;
 use super::context::Ctx;
 use super::fixed::extras_failure;
+use super::query::check_query_id_allowed;
 use super::request::{arguments_object, read_query_id, whole};
-use super::types::{LockRejection, ScopeBinding};
+use super::types::{LockRejection, LockedQuery, ScopeBinding};
 use crate::TrustedPolicy;
 use crate::args::{MAX_EXPR_BYTES, json_kind};
 use crate::promql::{self, ParseError};
@@ -31,7 +33,7 @@ pub const DISCOVERY_KEYS: [&str; 5] = ["queryId", "discover", "selector", "patte
 pub const MAX_PATTERN_BYTES: usize = 256;
 
 /// What a discovery request asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "discover")]
 pub enum DiscoveryForm {
     /// The metric names of the selector's series (`/api/v1/label/__name__/values`).
@@ -77,8 +79,30 @@ pub struct LockedDiscovery {
     pub end: Timestamp,
     /// Most items the answer lists.
     pub max_items: u32,
+    /// The scope labels bound into the selector, with their policy values.
+    pub scope: Vec<(String, String)>,
     /// The digest of the locked request.
     pub request_digest: RequestDigest,
+}
+
+/// What a locked query that answers a discovery asked: the connectors run its query and
+/// answer in the discovery's own shape (`evidence_result::Discovery`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscoveryAsk {
+    /// What is asked for.
+    #[serde(flatten)]
+    pub form: DiscoveryForm,
+    /// The scoped selector, as in [`LockedDiscovery::selector`].
+    pub selector: String,
+    /// The window's start.
+    pub start: Timestamp,
+    /// The window's end.
+    pub end: Timestamp,
+    /// Most items the answer lists.
+    pub max_items: u32,
+    /// The scope labels and their policy values: every series counted must carry them
+    /// (a provider that answers for another scope is caught by this).
+    pub scope: Vec<(String, String)>,
 }
 
 impl LockedDiscovery {
@@ -103,15 +127,69 @@ impl LockedDiscovery {
             DiscoveryForm::LabelValues { label } => label.as_str(),
             DiscoveryForm::LabelNames | DiscoveryForm::Series => return None,
         };
-        let window = self
-            .end
-            .as_second()
-            .saturating_sub(self.start.as_second())
-            .max(1);
+        let window = self.window_seconds();
         Some(format!(
             "count by ({label}) (last_over_time({}[{window}s]))",
             self.selector
         ))
+    }
+
+    /// The window in seconds (at least 1).
+    fn window_seconds(&self) -> i64 {
+        self.end
+            .as_second()
+            .saturating_sub(self.start.as_second())
+            .max(1)
+    }
+
+    /// The query that answers the discovery exactly over the window, the one the
+    /// connectors run (as a range query of one point at the window's end, so every
+    /// provider runs it as it runs a query):
+    ///
+    /// - `metric_names`: `count by (__name__, <scope labels>) (last_over_time(<selector>[<window>s]))`;
+    /// - `label_values`: the same `by (<label>, <scope labels>)`, the selector requiring
+    ///   the label (`<label>!=""`);
+    /// - `label_names` and `series`: `last_over_time(<selector>[<window>s])`, every series
+    ///   with a sample in the window with its labels (`last_over_time` keeps the name).
+    ///
+    /// The scope labels are in every `by`, so each counted row states its scope and a
+    /// provider that answered for another scope is seen in the answer.
+    pub fn query(&self) -> LockedQuery {
+        let window = self.window_seconds();
+        let read = format!("last_over_time({}[{window}s])", self.selector);
+        let by = |label: &str| {
+            let mut labels = vec![label.to_owned()];
+            labels.extend(
+                self.scope
+                    .iter()
+                    .map(|(l, _)| l.clone())
+                    .filter(|l| l != label),
+            );
+            format!("count by ({}) ({read})", labels.join(", "))
+        };
+        let expr = match &self.form {
+            DiscoveryForm::MetricNames => by("__name__"),
+            DiscoveryForm::LabelValues { label } => by(label),
+            DiscoveryForm::LabelNames | DiscoveryForm::Series => read,
+        };
+        LockedQuery {
+            query_id: self.query_id.clone(),
+            expr,
+            start: self.end,
+            end: self.end,
+            step_seconds: u64::try_from(window).unwrap_or(1),
+            unit: None,
+            instance_ref: None,
+            request_digest: self.request_digest,
+            discovery: Some(DiscoveryAsk {
+                form: self.form.clone(),
+                selector: self.selector.clone(),
+                start: self.start,
+                end: self.end,
+                max_items: self.max_items,
+                scope: self.scope.clone(),
+            }),
+        }
     }
 
     /// The query parameters: the one `match[]` selector and the window in Unix seconds.
@@ -141,6 +219,21 @@ pub fn lock_discovery(
     let obj = arguments_object(args)?;
     let query_id = read_query_id(obj.get("queryId"), &[])
         .map_err(|(code, detail, hint)| whole(code, detail, &hint))?;
+    lock_discovery_in(&ctx, obj, query_id)
+}
+
+/// True when the arguments of one query ask for a discovery (they carry `discover`).
+pub(super) fn asks_discovery(obj: &Map<String, Value>) -> bool {
+    obj.contains_key("discover")
+}
+
+/// Locks the discovery `obj` asks for, named `query_id`, within `ctx`.
+pub(super) fn lock_discovery_in(
+    ctx: &Ctx<'_>,
+    obj: &Map<String, Value>,
+    query_id: QueryId,
+) -> Result<LockedDiscovery, LockRejection> {
+    let policy = ctx.policy;
     let reject = |failure: Box<Failure>| LockRejection {
         query_id: Some(query_id.clone()),
         request_digest: None,
@@ -156,10 +249,15 @@ pub fn lock_discovery(
     if let Some(failure) = extras_failure(obj, &DISCOVERY_KEYS) {
         return Err(reject(Box::new(failure)));
     }
+    check_query_id_allowed(ctx, &query_id).map_err(reject)?;
     let form = read_form(obj).map_err(reject)?;
     let pattern = read_pattern(obj, &form).map_err(reject)?;
     let selector = read_selector(obj.get("selector")).map_err(reject)?;
-    let selector = locked_selector(&ctx, selector, pattern.as_deref()).map_err(reject)?;
+    let required = match &form {
+        DiscoveryForm::LabelValues { label } => Some(label.as_str()),
+        _ => None,
+    };
+    let selector = locked_selector(ctx, selector, pattern.as_deref(), required).map_err(reject)?;
     let request_digest = discovery_digest(policy, &query_id, &form, &selector).map_err(|e| {
         reject(fail(
             Code::TrustedPolicyRejected,
@@ -174,6 +272,11 @@ pub fn lock_discovery(
         start: policy.window.start,
         end: policy.window.end,
         max_items: grant.max_items,
+        scope: ctx
+            .bindings
+            .iter()
+            .map(|(l, v)| ((*l).to_owned(), (*v).to_owned()))
+            .collect(),
         request_digest,
     })
 }
@@ -293,6 +396,7 @@ fn locked_selector(
     ctx: &Ctx<'_>,
     selector: Option<&str>,
     pattern: Option<&str>,
+    required: Option<&str>,
 ) -> Result<String, Box<Failure>> {
     let plain =
         "Write one vector selector, e.g. tikv_engine_size_bytes{job=\"tikv\"} or {job=\"tikv\"}.";
@@ -357,6 +461,20 @@ fn locked_selector(
             ),
         )
     })?;
+    // The label whose values are listed is required (`label!=""`), unless it is a scope
+    // label, which the binding already requires.
+    if let (Some(label), Expr::VectorSelector(vs)) = (required, &mut expr)
+        && !ctx.bindings.iter().any(|(l, _)| *l == label)
+        && !vs
+            .matchers
+            .matchers
+            .iter()
+            .any(|m| m.name == label && m.op == MatchOp::NotEqual && m.value.is_empty())
+    {
+        vs.matchers
+            .matchers
+            .push(Matcher::new(MatchOp::NotEqual, label, ""));
+    }
     promql::print_checked(&mut expr).map_err(|m| fail(Code::UnsupportedPromql, m, constructs))
 }
 
@@ -469,7 +587,7 @@ mod tests {
         assert_eq!(values.api_path(), "api/v1/label/instance/values");
         assert_eq!(
             values.selector,
-            format!("tikv_engine_size_bytes{{cluster_id=\"{id}\"}}")
+            format!("tikv_engine_size_bytes{{cluster_id=\"{id}\",instance!=\"\"}}")
         );
         let [(m, sel), (s, start), (e, end)] = values.params();
         assert_eq!((m, s, e), ("match[]", "start", "end"));
@@ -479,7 +597,7 @@ mod tests {
         assert_eq!(
             values.count_query().unwrap(),
             format!(
-                "count by (instance) (last_over_time(tikv_engine_size_bytes{{cluster_id=\"{id}\"}}[{window}s]))"
+                "count by (instance) (last_over_time(tikv_engine_size_bytes{{cluster_id=\"{id}\",instance!=\"\"}}[{window}s]))"
             )
         );
         assert_eq!(job.count_query(), None);
@@ -494,6 +612,119 @@ mod tests {
             .unwrap()
             .request_digest,
             series.request_digest
+        );
+    }
+
+    #[test]
+    fn each_form_runs_as_an_exact_count_over_the_window() {
+        let id = clinic().cluster.id;
+        let window = clinic().window.seconds();
+        let q = |args: Value| locked(args).unwrap().query();
+        let names = q(json!({"queryId": "q", "discover": "metric_names", "pattern": "tikv_.*"}));
+        assert_eq!(
+            names.expr,
+            format!(
+                "count by (__name__, cluster_id) (last_over_time({{__name__=~\"tikv_.*\",cluster_id=\"{id}\"}}[{window}s]))"
+            )
+        );
+        // One point, at the window's end, reading the window and nothing before it.
+        assert_eq!(
+            (names.start, names.end),
+            (clinic().window.end, clinic().window.end)
+        );
+        assert_eq!(names.step_seconds, window);
+        assert_eq!(names.points(), 1);
+        let ask = names.discovery.as_ref().unwrap();
+        assert_eq!(ask.max_items, 20);
+        assert_eq!(ask.scope, vec![("cluster_id".to_owned(), id.clone())]);
+        assert_eq!(
+            (ask.start, ask.end),
+            (clinic().window.start, clinic().window.end)
+        );
+        let values = q(json!({"queryId": "q", "discover": "label_values", "label": "instance"}));
+        assert_eq!(
+            values.expr,
+            format!(
+                "count by (instance, cluster_id) (last_over_time({{cluster_id=\"{id}\",instance!=\"\"}}[{window}s]))"
+            )
+        );
+        // The values of a scope label: the scope binds it already.
+        let scope = q(json!({"queryId": "q", "discover": "label_values", "label": "cluster_id"}));
+        assert_eq!(
+            scope.expr,
+            format!("count by (cluster_id) (last_over_time({{cluster_id=\"{id}\"}}[{window}s]))")
+        );
+        for form in ["series", "label_names"] {
+            let read = q(json!({"queryId": "q", "discover": form, "selector": "up"}));
+            assert_eq!(
+                read.expr,
+                format!("last_over_time(up{{cluster_id=\"{id}\"}}[{window}s])")
+            );
+        }
+        // What runs parses back as PromQL.
+        for form in [names, values, scope] {
+            promql::parse(&form.expr).unwrap();
+        }
+    }
+
+    #[test]
+    fn discovery_arrives_through_lock_for_every_provider() {
+        use crate::lock::fixtures::wetech;
+        use evidence_result::PolicySource;
+        let source = PolicySource::TrustedEnvelope;
+        let args = json!({"queries": [
+            {"queryId": "names", "discover": "metric_names"},
+            {"queryId": "cpu", "expr": "up"},
+            {"queryId": "bad", "discover": "metric_names", "pattern": "("}
+        ]});
+        let batch = crate::lock(&granted(), source, &args, &scope()).unwrap();
+        let [
+            super::super::LockedItem::Ready(names),
+            super::super::LockedItem::Ready(cpu),
+            bad,
+        ] = batch.items.as_slice()
+        else {
+            panic!("{:?}", batch.items)
+        };
+        assert!(names.discovery.is_some() && cpu.discovery.is_none());
+        assert_eq!(
+            bad.rejected_item().unwrap().error.unwrap().code.as_str(),
+            "invalid_pattern"
+        );
+        // Without the grant, the item alone is refused.
+        let batch = crate::lock(&clinic(), source, &args, &scope()).unwrap();
+        assert_eq!(
+            batch.items[0]
+                .rejected_item()
+                .unwrap()
+                .error
+                .unwrap()
+                .code
+                .as_str(),
+            "discovery_not_granted"
+        );
+        // Wetech: the query id is one the platform authorized, for a discovery too.
+        let mut w = wetech();
+        w.discovery = Some(DiscoveryGrant { max_items: 5 });
+        let one = |id: &str| {
+            crate::lock(
+                &w,
+                source,
+                &json!({"queryId": id, "discover": "label_names"}),
+                &scope(),
+            )
+        };
+        assert!(
+            one("tidb_cpu")
+                .unwrap()
+                .single()
+                .unwrap()
+                .discovery
+                .is_some()
+        );
+        assert_eq!(
+            one("other").unwrap_err().code().as_str(),
+            "query_id_not_allowed"
         );
     }
 

@@ -22,7 +22,7 @@ mod types;
 
 pub(crate) use code::Code;
 pub use discovery::{
-    DISCOVERY_KEYS, DiscoveryForm, LockedDiscovery, MAX_PATTERN_BYTES, lock_discovery,
+    DISCOVERY_KEYS, DiscoveryAsk, DiscoveryForm, LockedDiscovery, MAX_PATTERN_BYTES, lock_discovery,
 };
 pub use request::lock;
 pub use types::{LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue};

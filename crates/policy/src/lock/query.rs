@@ -70,6 +70,7 @@ pub(super) fn lock_query(
         step_seconds,
         unit,
         instance_ref,
+        discovery: None,
         request_digest,
     })
 }
@@ -262,6 +263,15 @@ fn check_keys(
     if let Some(f) = extras_failure(obj, spec.keys) {
         return Err(Box::new(f));
     }
+    check_query_id_allowed(ctx, query_id)
+}
+
+/// Under Wetech, a query id outside the ticket's allow-list is refused (queries and
+/// discoveries alike).
+pub(super) fn check_query_id_allowed(
+    ctx: &Ctx<'_>,
+    query_id: &QueryId,
+) -> Result<(), Box<Failure>> {
     let policy = ctx.policy;
     if policy.provider == Provider::Wetech && !policy.wetech_query_ids.contains(query_id) {
         let allowed = quoted_list(policy.wetech_query_ids.iter().map(QueryId::as_str));

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::code::Code;
 use super::context::Ctx;
+use super::discovery::{DISCOVERY_KEYS, asks_discovery, lock_discovery_in};
 use super::fixed::{CLINIC_QUERY, MANUS, WETECH, extras_failure, quoted_list};
 use super::query::lock_query;
 use super::types::{LockRejection, LockedItem, LockedRequest, ScopeBinding};
@@ -71,6 +72,10 @@ pub(super) fn arguments_object(args: &Value) -> Result<&Map<String, Value>, Lock
 /// cluster, ticket, account, target, URL, host, time window, ...) gets a clear
 /// non-widening correction.
 ///
+/// Arguments that carry `discover` ask for a discovery (of a Manus or Wetech call, or of
+/// one item of a Clinic batch) and are locked by [`super::lock_discovery`]'s rules into
+/// the query that answers it ([`super::LockedDiscovery::query`]).
+///
 /// For Manus and Wetech (one operation) any rejection is a [`LockRejection`]. For a
 /// Clinic batch, a malformed batch (not an object, no `queries`, empty, too large, an
 /// entry without a valid unique `queryId`, a forbidden top-level field) is a
@@ -102,14 +107,24 @@ pub fn lock(
                 |(code, detail, hint)| {
                     // A call without a usable query id may also carry fields the
                     // platform fixes; report both.
-                    let detail = match extras_failure(obj, spec.keys) {
+                    let keys = if asks_discovery(obj) {
+                        &DISCOVERY_KEYS[..]
+                    } else {
+                        spec.keys
+                    };
+                    let detail = match extras_failure(obj, keys) {
                         Some(f) => format!("{detail}; {}", f.detail_error),
                         None => detail,
                     };
                     whole(code, detail, &hint)
                 },
             )?;
-            vec![LockedItem::Ready(lock_query(&ctx, spec, query_id, obj)?)]
+            let query = if asks_discovery(obj) {
+                lock_discovery_in(&ctx, obj, query_id)?.query()
+            } else {
+                lock_query(&ctx, spec, query_id, obj)?
+            };
+            vec![LockedItem::Ready(query)]
         }
     };
     Ok(LockedRequest {
@@ -196,7 +211,12 @@ fn lock_clinic(ctx: &Ctx<'_>, obj: &Map<String, Value>) -> Result<Vec<LockedItem
         .zip(ids)
         .map(|(q, id)| {
             let item = q.as_object().map_or_else(Map::new, Clone::clone);
-            match lock_query(ctx, &CLINIC_QUERY, id.clone(), &item) {
+            let locked = if asks_discovery(&item) {
+                lock_discovery_in(ctx, &item, id.clone()).map(|d| d.query())
+            } else {
+                lock_query(ctx, &CLINIC_QUERY, id.clone(), &item)
+            };
+            match locked {
                 Ok(locked) => LockedItem::Ready(locked),
                 Err(r) => LockedItem::Rejected {
                     query_id: id,

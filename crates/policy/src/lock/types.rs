@@ -217,6 +217,11 @@ pub struct LockedQuery {
     pub instance_ref: Option<String>,
     /// Digest of the request.
     pub request_digest: RequestDigest,
+    /// The discovery this query answers, when it answers one
+    /// ([`super::LockedDiscovery::query`]): the connectors then answer in the
+    /// discovery's shape, with at most its items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<super::DiscoveryAsk>,
 }
 
 impl LockedQuery {
