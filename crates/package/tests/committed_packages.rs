@@ -21,22 +21,22 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v2",
-        "sha256:5f039f75be4913a7091274044b5ace8069df37bb943748226502f0c0fbbc4d3f",
+        "sha256:5b17fecaffc71f3ed56fa75c90bef35a632bb8a47a44085a6e0be8e4ce16a217",
     ),
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:361407da6c9fd48951b21ca37b8cacf8adaa4024314042ee6bec41fcef2ef036",
+        "sha256:07baa724c788f841875071fe80ec277b1ed1f701f2bcea872f9ae787d3687fa0",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:e0c671e0e092267d2fb14e99f3c926fb850a17d1498e73ef595b92f2892010b5",
+        "sha256:e490b2ae6f5d13a8bc43d98af2d256e219f892c63280a14211cf1e268a2f22b7",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:dda756afdc055bb3876d4e8879804724d820487f2ec03b80a15af2307e1edeb0",
+        "sha256:9ffc595295ef1e64d7a3a4e700e9767c81a152c1d3da23e1f6580fcc590f919d",
     ),
 ];
 

@@ -24,20 +24,27 @@ pub const MAX_STEP_SECONDS: u64 = 31 * 24 * 3600;
 const CLINIC_DESCRIPTION: &str = "Query Clinic metrics (Prometheus query_range) for the \
 cluster and time window the platform fixed for this ticket. Send a bounded batch of PromQL \
 queries; each has its own queryId and is answered in its own item, so one rejected query does \
-not stop the others. The platform fixes ticket, provider, account, cluster and time window: \
-never send them.";
+not stop the others. An item with discover instead of expr is a discovery: before guessing a \
+metric name, and after a query answered no_data, ask which metric names, labels, values or \
+series exist in this ticket's scope and window (where the platform granted discovery). The \
+platform fixes ticket, provider, account, cluster and time window: never send them.";
 
 const MANUS_DESCRIPTION: &str = "Query Manus metrics (Prometheus query_range only) on the \
 target (vida or monica) and time window the platform fixed for this ticket. One operation per \
 call. Instance addresses come back only as opaque references; instanceRef is one returned by an \
 earlier result: pass it back unchanged to bind the query to that instance, which is the only \
-way to name an instance. The platform fixes ticket, provider, account, cluster, target and \
-time window: never send them.";
+way to name an instance. Where the platform granted discovery, discover instead of expr asks \
+which metric names, labels, values or series exist in this ticket's scope and window: ask \
+before guessing a metric name, and after a query answered no_data. The platform fixes ticket, \
+provider, account, cluster, target and time window: never send them.";
 
 const WETECH_DESCRIPTION: &str = "Query Wetech (Grafana) metrics for the cluster and time \
 window the platform fixed for this ticket. One operation per call; queryId is required and \
-must be one the platform authorized for this ticket; unit is a short plain label. The platform \
-fixes ticket, provider, account, cluster and time window: never send them.";
+must be one the platform authorized for this ticket; unit is a short plain label. Where the \
+platform granted discovery, discover instead of expr (and unit) asks which metric names, \
+labels, values or series exist in this ticket's scope and window: ask before guessing a \
+metric name, and after a query answered no_data. The platform fixes ticket, provider, \
+account, cluster and time window: never send them.";
 
 fn described(schema: &mut Schema, text: &str) {
     schema.insert(
@@ -51,11 +58,40 @@ fn clinic_description(schema: &mut Schema) {
 }
 
 fn manus_description(schema: &mut Schema) {
+    query_or_discovery(schema);
     described(schema, MANUS_DESCRIPTION);
 }
 
 fn wetech_description(schema: &mut Schema) {
+    split(schema, &["expr", "unit"]);
     described(schema, WETECH_DESCRIPTION);
+}
+
+/// The keys of a query that a discovery does not take, and those of a discovery.
+const QUERY_ONLY: [&str; 4] = ["expr", "step", "unit", "instanceRef"];
+const DISCOVERY_ONLY: [&str; 4] = ["discover", "selector", "pattern", "label"];
+
+/// An object that is either a query (`expr`) or a discovery (`discover`): only `queryId`
+/// is required of both, and each form refuses the other's keys.
+fn query_or_discovery(schema: &mut Schema) {
+    split(schema, &["expr"]);
+}
+
+/// [`query_or_discovery`], a query requiring `query_required`.
+fn split(schema: &mut Schema, query_required: &[&str]) {
+    let has = |keys: &[&str]| -> Vec<serde_json::Value> {
+        keys.iter()
+            .map(|k| serde_json::json!({"required": [k]}))
+            .collect()
+    };
+    schema.insert("required".to_owned(), serde_json::json!(["queryId"]));
+    schema.insert(
+        "anyOf".to_owned(),
+        serde_json::json!([
+            {"required": query_required, "not": {"anyOf": has(&DISCOVERY_ONLY)}},
+            {"required": ["discover"], "not": {"anyOf": has(&QUERY_ONLY)}}
+        ]),
+    );
 }
 
 fn query_id_schema(_: &mut SchemaGenerator) -> Schema {
@@ -85,22 +121,39 @@ pub struct ClinicArgs {
     pub queries: Vec<ClinicQuery>,
 }
 
-/// One query of a Clinic batch.
+/// One item of a Clinic batch: a query (`expr`) or a discovery (`discover`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = query_or_discovery)]
 pub struct ClinicQuery {
     /// Stable id of this diagnostic objective: 1-64 letters, digits, '_', '-', '.', ':'. Keep the same queryId when you correct a rejected request.
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
     /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
-    pub expr: String,
+    pub expr: Option<String>,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Step>,
     /// Short plain unit label of the values, e.g. cores, bytes, %, ops/s: at most 16 letters, digits, '%', '/', '_', '-' or spaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<Unit>,
+    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover: Option<Discover>,
+    /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "expr_schema")]
+    pub selector: Option<String>,
+    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub pattern: Option<String>,
+    /// With discover label_values: the label whose values to list, e.g. instance or job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"))]
+    pub label: Option<String>,
 }
 
 /// The Manus arguments: one `query_range` operation.
@@ -112,14 +165,30 @@ pub struct ManusArgs {
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
     /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep. Instance addresses never leave: no matcher of any kind on instance or host_ip (pass instanceRef instead), regular-expression matchers only on labels without addresses (job, type, mode, state and the like), exact matchers elsewhere without '.', ':', '[' or ']' unless the value is a plain number; label_replace and label_join may read only labels without addresses, write a new label and use no '.', ':', '[' or ']' in the replacement or separator, and count_values may not write instance or host_ip; otherwise address_label_matcher or address_label_rewrite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
-    pub expr: String,
+    pub expr: Option<String>,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Step>,
     /// Opaque instance reference returned by an earlier result of this tool. Pass it back unchanged to bind the query to that instance; it cannot be read, edited or used for the other target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_ref: Option<InstanceRef>,
+    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover: Option<Discover>,
+    /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "expr_schema")]
+    pub selector: Option<String>,
+    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub pattern: Option<String>,
+    /// With discover label_values: the label whose values to list, e.g. instance or job; instance values come back as instanceRef references a later query can pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"))]
+    pub label: Option<String>,
 }
 
 /// The Wetech arguments: one operation with a required, authorized query id.
@@ -131,13 +200,44 @@ pub struct WetechArgs {
     #[schemars(schema_with = "query_id_schema")]
     pub query_id: QueryId,
     /// PromQL expression. The platform binds every selector to the ticket's cluster and evaluates it over the trusted time window; range selectors, subqueries, offset and @ must stay within that window plus its look-back (@ start() and @ end() are fine). At most 4096 bytes and 64 levels of nesting (each parenthesis, bracket, function call, aggregation, subquery and operator in a chain adds a level); deeper expressions are refused with promql_too_deep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
-    pub expr: String,
-    /// Required. Short plain unit label of the values, e.g. cores, bytes, %, ops/s: at most 16 letters, digits, '%', '/', '_', '-' or spaces.
-    pub unit: Unit,
+    pub expr: Option<String>,
+    /// Required with expr. Short plain unit label of the values, e.g. cores, bytes, %, ops/s: at most 16 letters, digits, '%', '/', '_', '-' or spaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Step>,
+    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover: Option<Discover>,
+    /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "expr_schema")]
+    pub selector: Option<String>,
+    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub pattern: Option<String>,
+    /// With discover label_values: the label whose values to list, e.g. instance or job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"))]
+    pub label: Option<String>,
+}
+
+/// What a discovery lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Discover {
+    /// Metric names, each with its series count.
+    MetricNames,
+    /// Label names, each with its number of values.
+    LabelNames,
+    /// The values of one label, each with its series count.
+    LabelValues,
+    /// A sample of the series, as label sets, with the total.
+    Series,
 }
 
 /// The Agent-visible JSON Schema of a provider's arguments.

@@ -6,6 +6,7 @@ mod support;
 
 use std::path::PathBuf;
 
+use evidence_policy::policy::DiscoveryGrant;
 use evidence_policy::{ClinicArgs, ManusArgs, TrustedPolicy, WetechArgs, args::args_schema, lock};
 use evidence_result::{PolicySource, Provider, SAME_TURN_CORRECTION_RULE};
 use serde_json::{Value, json};
@@ -131,6 +132,60 @@ fn schemas_agree_with_lock_on_argument_shapes() {
             json!({"queryId": "tidb_cpu", "expr": "up", "unit": "cores", "provider": "wetech"}),
             false,
         ),
+        // Discovery, in each package's own shape.
+        (
+            "clinic",
+            json!({"queries": [{"queryId": "names", "discover": "metric_names", "pattern": "tikv_.*"},
+                               {"queryId": "a", "expr": "up"}]}),
+            true,
+        ),
+        (
+            "clinic",
+            json!({"queries": [{"queryId": "v", "discover": "label_values", "label": "job",
+                                "selector": "{job=~\"ti.*\"}"}]}),
+            true,
+        ),
+        (
+            "clinic",
+            json!({"queries": [{"queryId": "a", "expr": "up", "discover": "series"}]}),
+            false,
+        ),
+        (
+            "clinic",
+            json!({"queries": [{"queryId": "a", "discover": "series", "step": 30}]}),
+            false,
+        ),
+        ("clinic", json!({"queries": [{"queryId": "a"}]}), false),
+        (
+            "clinic",
+            json!({"queries": [{"queryId": "a", "discover": "everything"}]}),
+            false,
+        ),
+        (
+            "manus",
+            json!({"queryId": "a", "discover": "label_values", "label": "instance"}),
+            true,
+        ),
+        (
+            "manus",
+            json!({"queryId": "a", "discover": "series", "instanceRef": "mref1.x"}),
+            false,
+        ),
+        (
+            "wetech",
+            json!({"queryId": "tidb_cpu", "discover": "label_names"}),
+            true,
+        ),
+        (
+            "wetech",
+            json!({"queryId": "tidb_cpu", "discover": "label_names", "unit": "cores"}),
+            false,
+        ),
+        (
+            "wetech",
+            json!({"queryId": "tidb_cpu", "discover": "metric_names", "limit": 5}),
+            false,
+        ),
     ];
     for (provider, args, valid) in cases {
         let p = match provider {
@@ -141,7 +196,8 @@ fn schemas_agree_with_lock_on_argument_shapes() {
         let schema = serde_json::to_value(args_schema(p)).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
         assert_eq!(validator.is_valid(&args), valid, "schema on {args}");
-        let policy = apid_29213(provider);
+        let mut policy = apid_29213(provider);
+        policy.discovery = Some(DiscoveryGrant { max_items: 50 });
         let locked = lock(&policy, PolicySource::TrustedEnvelope, &args, &scope());
         let accepted = locked.is_ok_and(|l| l.ready().count() == l.items.len());
         assert_eq!(accepted, valid, "lock on {args}");
