@@ -12,8 +12,12 @@ pub(crate) fn describe(result: &ToolResult) -> String {
     let d = result.details();
     let one = |status: &str,
                evidence: Option<&managed_evidence::result::Evidence>,
+               discovery: Option<&managed_evidence::result::Discovery>,
                error: Option<&managed_evidence::result::ErrorInfo>|
      -> String {
+        if let Some(d) = discovery {
+            return discovered(d);
+        }
         match (evidence, error) {
             (Some(e), _) if e.is_no_data() => {
                 "no_data (no series; kept unverified, never zero)".to_owned()
@@ -39,7 +43,12 @@ pub(crate) fn describe(result: &ToolResult) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        one(&status, d.evidence.as_deref(), d.error.as_ref())
+        one(
+            &status,
+            d.evidence.as_deref(),
+            d.discovery.as_deref(),
+            d.error.as_ref(),
+        )
     } else {
         d.items
             .iter()
@@ -50,6 +59,7 @@ pub(crate) fn describe(result: &ToolResult) -> String {
                     one(
                         if i.is_failed() { "error" } else { "ok" },
                         i.evidence.as_deref(),
+                        i.discovery.as_deref(),
                         i.error.as_ref()
                     )
                 )
@@ -57,6 +67,40 @@ pub(crate) fn describe(result: &ToolResult) -> String {
             .collect::<Vec<_>>()
             .join("; ")
     }
+}
+
+/// A discovery's answer in one line: what was found (or `no_data`) and the first items.
+fn discovered(d: &managed_evidence::result::Discovery) -> String {
+    use managed_evidence::result::discovery::Cell;
+    if d.total == 0 {
+        return format!(
+            "no_data: no {} in this scope and window (not proof of absence elsewhere)",
+            serde_json::to_value(d.discover)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        );
+    }
+    let rows: Vec<String> = d
+        .rows
+        .iter()
+        .take(5)
+        .map(|row| {
+            row.iter()
+                .map(|c| match c {
+                    Cell::Count(n) => n.to_string(),
+                    Cell::Text(t) => t.clone().unwrap_or_else(|| "-".to_owned()),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    format!(
+        "ok: {} found, {} more not listed; {}",
+        d.total,
+        d.more,
+        rows.join(", ")
+    )
 }
 
 /// Prints a turn's handoff summary.

@@ -118,7 +118,8 @@ pub(crate) async fn apid_29213(
 }
 
 /// ST-2865: SaaS02 memory over a bounded 60-minute window, then a TiKV query that has no
-/// series for the cluster (`no_data`, never zero): two Clinic calls.
+/// series for the cluster (`no_data`, never zero), then a discovery of the TiKV metric
+/// names the cluster has in its window (the policy grants discovery): three Clinic calls.
 pub(crate) async fn st_2865(
     replay: &Replay,
     clinic: &Deployed<ClinicConnector>,
@@ -131,7 +132,7 @@ pub(crate) async fn st_2865(
         "SaaS02",
         support::ST_2865_START,
         support::ST_2865_END,
-        json!({}),
+        json!({"discovery": {"max_items": 20}}),
     )?;
     let mut session = replay.session();
     let r = session.call(clinic, &p, json!({
@@ -142,6 +143,11 @@ pub(crate) async fn st_2865(
         "queries": [{"queryId": "tikv_engine_size", "expr": "sum by (instance) (tikv_engine_size_bytes{job=\"tikv\"})", "step": "15s", "unit": "bytes"}]
     })).await?;
     println!("  call 2: {}", describe(&r));
+    // After no_data: which TiKV metrics does the cluster have in its window?
+    let r = session.call(clinic, &p, json!({
+        "queries": [{"queryId": "tikv_metric_names", "discover": "metric_names", "pattern": "tikv_.*"}]
+    })).await?;
+    println!("  call 3: {}", describe(&r));
     session.finish()
 }
 

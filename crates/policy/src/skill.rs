@@ -2,11 +2,13 @@
 //! that tells the evidence agent how to call the managed evidence tools. It is rendered
 //! from the same sources as the tools' own descriptions: the argument schemas
 //! ([`args_schema`]) for `queryId` and `instanceRef`, the result contract's
-//! [`SAME_TURN_CORRECTION_RULE`], its shared failure classes and its
-//! [`COMPACT_EVIDENCE_GUIDE`], so that the skill and the tools cannot disagree.
+//! [`SAME_TURN_CORRECTION_RULE`], its shared failure classes, its
+//! [`COMPACT_EVIDENCE_GUIDE`] and its [`DISCOVERY_GUIDE`], so that the skill and the tools
+//! cannot disagree.
 
 use evidence_result::{
-    FailureClass, Provider, SAME_TURN_CORRECTION_RULE, evidence::COMPACT_EVIDENCE_GUIDE,
+    FailureClass, Provider, SAME_TURN_CORRECTION_RULE, discovery::DISCOVERY_GUIDE,
+    evidence::COMPACT_EVIDENCE_GUIDE,
 };
 
 use crate::args::args_schema;
@@ -36,7 +38,7 @@ pub fn transport_skill() -> String {
     let mut text = format!(
         "---\nname: {TRANSPORT_SKILL_NAME}\ndescription: \"How to call the managed evidence \
          tools (managed_auto_oncall_*), with queryId, the same-turn correction rule, the shared \
-         failures that stop the turn, compact evidence and instanceRef.\"\n---\n\
+         failures that stop the turn, compact evidence, discovery and instanceRef.\"\n---\n\
          # Managed evidence tools\n\n\
          The managed evidence tools query metrics for the ticket, cluster and time window the \
          platform fixed. Every call answers with one result whose text is its details as JSON.\n\n"
@@ -62,6 +64,21 @@ pub fn transport_skill() -> String {
     }
     text.push_str("\n## Reading compact evidence\n\n");
     text.push_str(COMPACT_EVIDENCE_GUIDE);
+    text.push_str("\n\n## Discovery: which metrics exist\n\n");
+    for property in ["discover", "selector", "pattern", "label"] {
+        if let Some(description) = argument_description(Provider::Manus, property) {
+            text.push_str(&format!("- `{property}`: {description}\n"));
+        }
+    }
+    text.push_str(
+        "\nA discovery is a call like a query: it has its own queryId, counts toward the \
+         turn's calls, and a rejected one (for example a pattern that does not compile) is \
+         corrected once in the same turn. In a Clinic batch it is one item, e.g. \
+         `{\"queryId\": \"tikv_names\", \"discover\": \"metric_names\", \"pattern\": \"tikv_.*\"}`. \
+         After a no_data answer, ask which names exist before writing the query again with a \
+         name the answer listed.\n\n",
+    );
+    text.push_str(DISCOVERY_GUIDE);
     text.push_str("\n\n## instanceRef\n\n");
     if let Some(description) = argument_description(Provider::Manus, "instanceRef") {
         text.push_str(&description);
@@ -80,7 +97,15 @@ mod tests {
         assert!(text.starts_with(&format!("---\nname: {TRANSPORT_SKILL_NAME}\n")));
         assert!(text.contains(SAME_TURN_CORRECTION_RULE));
         assert!(text.contains(COMPACT_EVIDENCE_GUIDE));
-        for property in ["queryId", "instanceRef"] {
+        assert!(text.contains(DISCOVERY_GUIDE));
+        for property in [
+            "queryId",
+            "instanceRef",
+            "discover",
+            "selector",
+            "pattern",
+            "label",
+        ] {
             let description = argument_description(Provider::Manus, property)
                 .unwrap_or_else(|| panic!("{property} has no description"));
             assert!(text.contains(&description), "{property}");

@@ -84,6 +84,8 @@ struct Query<'a> {
     query_id: Option<&'a QueryId>,
     digest: Option<&'a RequestDigest>,
     has_evidence: bool,
+    no_data: bool,
+    has_discovery: bool,
     error: Option<&'a ErrorInfo>,
     correction: Option<&'a Correction>,
 }
@@ -95,6 +97,8 @@ fn query_of(details: &Details) -> Query<'_> {
             query_id: Some(&item.query_id),
             digest: item.request_digest.as_ref(),
             has_evidence: item.evidence.is_some(),
+            no_data: item.evidence.as_ref().is_some_and(|e| e.is_no_data()),
+            has_discovery: item.discovery.as_ref().is_some_and(|d| d.total > 0),
             error: item.error.as_ref(),
             correction: item.correction.as_ref(),
         },
@@ -103,6 +107,8 @@ fn query_of(details: &Details) -> Query<'_> {
             query_id: details.query_id.as_ref(),
             digest: details.request_digest.as_ref(),
             has_evidence: details.evidence.is_some(),
+            no_data: details.evidence.as_ref().is_some_and(|e| e.is_no_data()),
+            has_discovery: details.discovery.as_ref().is_some_and(|d| d.total > 0),
             error: details.error.as_ref(),
             correction: details.correction.as_ref(),
         },
@@ -137,7 +143,15 @@ fn check_managed(
     match call.expect {
         Expect::Success => {
             assert_eq!(query.status, Status::Ok, "{}: {}", call.id, outcome.output);
-            assert!(query.has_evidence, "{}", call.id);
+            assert!(query.has_evidence && !query.no_data, "{}", call.id);
+        }
+        Expect::NoData => {
+            assert_eq!(query.status, Status::Ok, "{}: {}", call.id, outcome.output);
+            assert!(query.no_data, "{}: {}", call.id, outcome.output);
+        }
+        Expect::Discovered => {
+            assert_eq!(query.status, Status::Ok, "{}: {}", call.id, outcome.output);
+            assert!(query.has_discovery, "{}: {}", call.id, outcome.output);
         }
         Expect::Failure(code, class) => {
             let error = query

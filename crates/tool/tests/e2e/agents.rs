@@ -28,6 +28,10 @@ pub const METRICS_FILE: &str = "evidences/metrics.json";
 pub enum Expect {
     /// `status: ok` with evidence.
     Success,
+    /// `status: ok` with evidence that found no series (`no_data`).
+    NoData,
+    /// `status: ok` with a discovery's answer that found something.
+    Discovered,
     /// A failed result with this code and class.
     Failure(&'static str, FailureClass),
 }
@@ -48,6 +52,9 @@ pub struct ManagedCall {
     pub expect: Expect,
     /// Whether the call reaches the provider.
     pub sent: bool,
+    /// The earlier discovery whose answer must list this name before the call is made
+    /// (the model writes the query with a name the discovery found).
+    pub listed_by: Option<(&'static str, &'static str)>,
 }
 
 fn clinic(query_id: &str, expr: &str, unit: Option<&str>) -> Value {
@@ -68,6 +75,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Success,
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: "p1_clinic_rejected",
@@ -80,6 +88,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Failure("clinic_http_422", FailureClass::QueryRejected),
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: UNCHANGED_RETRY,
@@ -92,6 +101,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Failure("unchanged_retry", FailureClass::InvalidArgument),
             sent: false,
+            listed_by: None,
         },
         ManagedCall {
             id: "p1_clinic_corrected",
@@ -104,6 +114,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: Some("p1_clinic_rejected"),
             expect: Expect::Success,
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: "p1_manus_ok",
@@ -113,6 +124,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Success,
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: "p1_wetech_ok",
@@ -122,6 +134,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Success,
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: SHARED_FAILURE,
@@ -131,6 +144,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Failure("manus_http_403", FailureClass::Authorization),
             sent: true,
+            listed_by: None,
         },
         ManagedCall {
             id: "p1_clinic_after_stop",
@@ -143,6 +157,7 @@ pub fn first_pass() -> Vec<ManagedCall> {
             corrects: None,
             expect: Expect::Failure("turn_stopped", FailureClass::PolicyViolation),
             sent: false,
+            listed_by: None,
         },
     ]
 }
@@ -153,21 +168,54 @@ pub const UNCHANGED_RETRY: &str = "p1_clinic_unchanged_retry";
 /// the turn.
 pub const SHARED_FAILURE: &str = "p1_manus_forbidden";
 
-/// The managed calls of the extra evidence pass the analyst asked for.
+/// The managed calls of the extra evidence pass the analyst asked for: a query with a
+/// guessed metric name that finds no series, a discovery of the memory metrics the
+/// cluster has in its window, and the query written with the name it listed, all in one
+/// turn.
 pub fn second_pass() -> Vec<ManagedCall> {
-    vec![ManagedCall {
-        id: "p2_clinic_memory",
-        tool: Tool::Clinic,
-        arguments: clinic(
-            "tidb_memory",
-            test_support::TIDB_MEMORY_WITH_NAN.expr,
-            Some("bytes"),
-        ),
-        corrects: None,
-        expect: Expect::Success,
-        sent: true,
-    }]
+    vec![
+        ManagedCall {
+            id: "p2_clinic_memory_guess",
+            tool: Tool::Clinic,
+            arguments: clinic(
+                "tidb_memory_guess",
+                "tidb_server_memory_bytes{job=\"tidb\"}",
+                Some("bytes"),
+            ),
+            corrects: None,
+            expect: Expect::NoData,
+            sent: true,
+            listed_by: None,
+        },
+        ManagedCall {
+            id: MEMORY_DISCOVERY,
+            tool: Tool::Clinic,
+            arguments: json!({"queries": [{"queryId": "memory_metric_names",
+                                           "discover": "metric_names",
+                                           "pattern": ".*memory.*"}]}),
+            corrects: None,
+            expect: Expect::Discovered,
+            sent: true,
+            listed_by: None,
+        },
+        ManagedCall {
+            id: "p2_clinic_memory",
+            tool: Tool::Clinic,
+            arguments: clinic(
+                "tidb_memory",
+                test_support::TIDB_MEMORY_WITH_NAN.expr,
+                Some("bytes"),
+            ),
+            corrects: None,
+            expect: Expect::Success,
+            sent: true,
+            listed_by: Some((MEMORY_DISCOVERY, "process_resident_memory_bytes")),
+        },
+    ]
 }
+
+/// The second pass's discovery, after its guessed query found no series.
+pub const MEMORY_DISCOVERY: &str = "p2_clinic_memory_names";
 
 /// What the analyst asks for on its first pass.
 pub const MEMORY_GAP: &str = "TiDB resident memory (process_resident_memory_bytes) over the window";
@@ -241,6 +289,23 @@ fn managed_step(call: ManagedCall, names: &ToolNames, hook: Hook) -> impl Play +
             if correction["allowed"] != true || correction["scope"] != "same_turn" {
                 return Reply::refuse(format!(
                     "{}: {rejected} offers no same-turn correction: {}",
+                    call.id, outcome.output
+                ));
+            }
+        }
+        if let Some((discovery, listed)) = call.listed_by {
+            let Some(outcome) = request.outcome(discovery) else {
+                return Reply::refuse(format!("{}: no result of {discovery}", call.id));
+            };
+            let details: Value = serde_json::from_str(&outcome.output).unwrap_or_default();
+            let rows = details
+                .pointer("/items/0/discovery/rows")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !rows.iter().any(|row| row[0] == listed) {
+                return Reply::refuse(format!(
+                    "{}: {discovery} does not list {listed}: {}",
                     call.id, outcome.output
                 ));
             }

@@ -264,7 +264,7 @@ impl Deployment {
                 Tool::Clinic,
                 "v3",
                 crate::support::CLINIC_TOOL,
-                json!({}),
+                json!({"discovery": {"max_items": 20}}),
                 vec![
                     ("CLINIC_BASE_URL", clinic_front.base_url()),
                     (
