@@ -151,7 +151,7 @@ async fn clinic_front(
             ("CLINIC_API_TOKEN", token),
         ],
         policy: json!({"provider": "clinic", "package": "managed_auto_oncall_clinic",
-                       "limits": {"max_batch": 4}}),
+                       "limits": {"max_batch": 4}, "discovery": {"max_items": 50}}),
         _server: Box::new(front),
     })
 }

@@ -143,7 +143,8 @@ async fn run() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The trusted policy of one query: its cluster and exactly its window, top 10 kept.
+/// The trusted policy of one query: its cluster and exactly its window, top 10 kept,
+/// discovery granted (at most 50 items).
 fn policy(
     ticket: &str,
     cluster: &str,
@@ -160,6 +161,7 @@ fn policy(
         "lookback": 3600,
         "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
                    "max_series_kept": 10, "max_calls_per_turn": 8},
+        "discovery": {"max_items": 50},
     });
     Ok(support::policy::issued(
         policy,

@@ -187,12 +187,17 @@ impl<'a> AddressSealer<'a> {
         }
     }
 
-    /// Free text with every address replaced.
+    /// Free text with every address replaced. An empty matcher value (`instance!=""`,
+    /// which a discovery of `instance`'s values runs with) names no address and stays
+    /// empty: sealed, it would read as a reference to some instance.
     pub fn text(&self, text: &str) -> String {
         let labelled = LABEL_PAIR.replace_all(text, |c: &Captures<'_>| {
-            let value = self
-                .value(&c[1], &c[3])
-                .unwrap_or_else(|_| ADDRESS_MARKER.to_owned());
+            let value = if c[3].is_empty() {
+                String::new()
+            } else {
+                self.value(&c[1], &c[3])
+                    .unwrap_or_else(|_| ADDRESS_MARKER.to_owned())
+            };
             format!("{}{}\"{value}\"", &c[1], &c[2])
         });
         self.tokens(&labelled)
@@ -379,6 +384,21 @@ mod tests {
         );
         assert!(!url.contains("127.0.0.1"), "{url}");
         assert!(url.ends_with("/prometheus/api/v1/query_range\": connection refused"));
+    }
+
+    /// An empty matcher value names no address: it stays empty in a text (a sealed
+    /// empty value would read as some instance's reference), and a real one is sealed.
+    #[test]
+    fn an_empty_matcher_value_stays_empty() {
+        let keys = keys();
+        let sealer = AddressSealer::new(&keys, "vida", PACKAGE, 100);
+        let text = sealer.text(r#"up{cluster_id="SaaS01",instance!="",host_ip=""}"#);
+        assert_eq!(text, r#"up{cluster_id="SaaS01",instance!="",host_ip=""}"#);
+        let text = sealer.text(r#"up{instance="10.21.1.17:10080"}"#);
+        assert!(
+            !text.contains("10.21.1.17") && !text.contains(r#"instance="""#),
+            "{text}"
+        );
     }
 
     /// The neighbours of the address shape, in a label without addresses of its own:

@@ -582,3 +582,97 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
     drop(driver);
     drop(slot);
 }
+
+/// Discovery through the Grafana page in real Chromium: each form under a policy that
+/// grants it, answered from the fixture's `SaaS01` series through the datasource proxy
+/// (POST `query_range`, the one request Wetech makes), refused without the grant before
+/// any browser work, and a front that ignores the scope matcher refused whole.
+#[tokio::test]
+async fn each_discovery_form_runs_through_the_grafana_page() {
+    let slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    let (driver, config, secrets) = env.session_parts(&slot).await;
+    let connector = WetechConnector::new();
+    let mut granted = policy();
+    granted.discovery = Some(evidence_policy::policy::DiscoveryGrant { max_items: 20 });
+    let run = |args: Value| {
+        let request = lock(&granted, PolicySource::TrustedEnvelope, &args, &scope()).unwrap();
+        let connector = &connector;
+        let config = &config;
+        let secrets = &secrets;
+        async move { connector.call(&request, config, secrets).await.unwrap() }
+    };
+    let rows = |result: &ToolResult| -> Value {
+        assert_transport(result);
+        no_secret_in(result);
+        let d = result
+            .details()
+            .discovery
+            .clone()
+            .unwrap_or_else(|| panic!("{}", result.text()));
+        d.check().unwrap();
+        json!({"total": d.total, "more": d.more, "rows": d.rows, "columns": d.columns})
+    };
+    let names = run(json!({"queryId": "tidb_cpu", "discover": "metric_names"})).await;
+    assert_eq!(
+        rows(&names),
+        json!({"total": 4, "more": 0, "columns": ["name", "series"],
+               "rows": [["process_cpu_seconds_total", 56], ["tidb_server_maxprocs", 56],
+                        ["process_resident_memory_bytes", 12], ["tidb_server_session_info", 1]]})
+    );
+    let labels = run(json!({"queryId": "tidb_cpu", "discover": "label_names",
+                            "selector": "{job=\"tidb\"}"}))
+    .await;
+    assert_eq!(
+        rows(&labels),
+        json!({"total": 5, "more": 0, "columns": ["label", "values"],
+               "rows": [["instance", 56], ["__name__", 4], ["cluster_id", 1], ["job", 1],
+                        ["session_id", 1]]})
+    );
+    let values = run(
+        json!({"queryId": "tidb_cpu", "discover": "label_values", "label": "instance",
+                            "selector": "process_resident_memory_bytes"}),
+    )
+    .await;
+    let v = rows(&values);
+    assert_eq!(
+        (v["total"].clone(), v["more"].clone()),
+        (json!(12), json!(0)),
+        "{v}"
+    );
+    let series = run(json!({"queryId": "tidb_cpu", "discover": "series",
+                            "selector": "process_resident_memory_bytes"}))
+    .await;
+    let s = rows(&series);
+    assert_eq!(
+        (s["total"].clone(), s["more"].clone()),
+        (json!(12), json!(0)),
+        "{s}"
+    );
+    assert_eq!(s["columns"], json!(["__name__", "instance", "job"]), "{s}");
+    assert_eq!(env.proxy_requests(), 4);
+
+    // A Grafana front that drops the scope matcher answers for every cluster: refused.
+    env.grafana.faults().set_fault(Fault::IgnoreScope {
+        label: "cluster_id",
+    });
+    let leaked = run(json!({"queryId": "tidb_cpu", "discover": "label_values",
+                            "label": "cluster_id", "selector": "{job=~\".+\"}"}))
+    .await;
+    assert_failure(&leaked, "grafana_out_of_scope", FailureClass::Internal);
+    assert!(!leaked.text().contains("SaaS99"), "{}", leaked.text());
+    env.grafana.faults().clear();
+
+    // Without the grant: refused while locking, nothing sent.
+    let refused = lock(
+        &policy(),
+        PolicySource::TrustedEnvelope,
+        &json!({"queryId": "tidb_cpu", "discover": "metric_names"}),
+        &scope(),
+    )
+    .unwrap_err();
+    assert_eq!(refused.code().as_str(), "discovery_not_granted");
+    assert_eq!(env.proxy_requests(), 5);
+    drop(driver);
+    drop(slot);
+}

@@ -556,7 +556,11 @@ mod tests {
         let wetech = args_schema(Provider::Wetech);
         let required = wetech.get("required").unwrap();
         assert!(required.as_array().unwrap().contains(&json!("queryId")));
-        assert!(required.as_array().unwrap().contains(&json!("unit")));
+        // A query requires its unit; a discovery takes none.
+        let query = wetech.as_value().pointer("/anyOf/0/required").unwrap();
+        assert_eq!(query, &json!(["expr", "unit"]));
+        let discovery = wetech.as_value().pointer("/anyOf/1/required").unwrap();
+        assert_eq!(discovery, &json!(["discover"]));
     }
 
     #[test]

@@ -233,3 +233,66 @@ async fn a_guess_the_guard_confirms_stops_the_turn() {
         FailureClass::OutputBlocked
     );
 }
+
+/// A discovery is a call of the turn like a query: a bad pattern is rejected before
+/// anything is sent and corrected once with the same queryId, the no_data answer of a
+/// discovery is kept unverified by queryId, and discoveries count toward the turn's
+/// calls: the fourth call of a turn of three is refused with nothing sent.
+#[tokio::test]
+async fn discoveries_are_calls_of_the_turn() {
+    let mut setup = setup().await;
+    setup.deployment.policy.discovery =
+        Some(evidence_policy::policy::DiscoveryGrant { max_items: 10 });
+    let (front, deployment) = (&setup.front, &setup.deployment);
+    let mut turn = Turn::new(TurnLimits::new(3));
+    let names = |pattern: &str| {
+        json!({"queries": [{"queryId": "tikv_names", "discover": "metric_names",
+                            "pattern": pattern}]})
+    };
+
+    let (bad, refused) = deployment.call(&mut turn, names("tikv_(")).await;
+    assert_eq!(refused, None);
+    let item = &bad.details().items[0];
+    assert_eq!(
+        item.error.as_ref().unwrap().code.as_str(),
+        "invalid_pattern"
+    );
+    assert!(item.correction.as_ref().unwrap().allowed);
+    assert!(
+        front.requests().is_empty(),
+        "a rejected discovery sends nothing"
+    );
+
+    let (corrected, refused) = deployment.call(&mut turn, names("tikv_.*")).await;
+    assert_eq!(refused, None);
+    let discovery = corrected.details().items[0].discovery.clone().unwrap();
+    // The fixture's TiKV names are another cluster's: nothing in this scope.
+    assert_eq!(discovery.total, 0, "{}", corrected.text());
+    assert_eq!(front.requests().len(), 1);
+
+    let (_, refused) = deployment
+        .call(
+            &mut turn,
+            json!({"queries": [{"queryId": "labels", "discover": "label_names"}]}),
+        )
+        .await;
+    assert_eq!(refused, None);
+    let (_, refused) = deployment
+        .call(
+            &mut turn,
+            json!({"queries": [{"queryId": "series", "discover": "series"}]}),
+        )
+        .await;
+    assert_eq!(refused, Some(RefusalCode::TurnCallLimit));
+    assert_eq!(front.requests().len(), 2);
+
+    let handoff = turn.into_handoff().unwrap();
+    let names = handoff
+        .objectives
+        .iter()
+        .find(|o| o.query_id.as_str() == "tikv_names")
+        .unwrap();
+    assert_eq!(names.outcome, evidence_materialize::Outcome::NoData);
+    assert!(!names.verified);
+    assert_eq!(names.attempts.total, 2);
+}

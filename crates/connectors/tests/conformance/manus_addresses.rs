@@ -6,8 +6,12 @@
 //! Prometheus holding the `vida` fixture.
 
 use evidence_connectors::{Connector, ManusConfig, ResponseLimits};
+use evidence_policy::policy::DiscoveryGrant;
 use evidence_policy::{ManusTarget, TrustedPolicy, lock};
-use evidence_result::{FailureClass, Origin, PolicySource, Status, ToolResult, codes::known_code};
+use evidence_result::discovery::Cell;
+use evidence_result::{
+    Discovery, FailureClass, Origin, PolicySource, Status, ToolResult, codes::known_code,
+};
 use evidence_test_support::{
     APID_29213_END, APID_29213_START, CPU_CLUSTER, MEMORY_CLUSTER, ManusFront, ST_2865_END,
     ST_2865_START, TIDB_CPU, VIDA_HOST_NAMES,
@@ -597,12 +601,7 @@ fn no_address_leaves_in_any_shape() {
     let memory_ref = reference(&st(), r#"node_memory_MemTotal_bytes{job="node"}"#);
     let cases = (any::<bool>(), any::<bool>())
         .prop_flat_map(|(cpu, with_ref)| (Just(cpu), Just(with_ref), expr(cpu)));
-    let mut runner = TestRunner::new(Config {
-        cases: 2000,
-        max_shrink_iters: 200,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(2000);
     let ran = std::cell::Cell::new(0usize);
     let refused = std::cell::Cell::new(0usize);
     runner
@@ -639,4 +638,128 @@ fn no_address_leaves_in_any_shape() {
         ran >= 300,
         "the generator must produce runnable expressions: {ran}"
     );
+}
+
+/// A discovery the model may write under Manus: each form, over generated selectors
+/// that name address-bearing labels (refused, or bound to the window's cluster).
+fn discovery(cpu: bool) -> impl Strategy<Value = Value> {
+    let form = prop_oneof![
+        Just(json!({"discover": "metric_names"})),
+        Just(json!({"discover": "metric_names", "pattern": ".*"})),
+        Just(json!({"discover": "label_names"})),
+        Just(json!({"discover": "series"})),
+        label().prop_map(|l| json!({"discover": "label_values", "label": l})),
+    ];
+    (form, proptest::option::of(selector(cpu))).prop_map(|(mut args, selector)| {
+        args["queryId"] = json!("discovered");
+        if let Some(s) = selector {
+            args["selector"] = json!(s);
+        }
+        args
+    })
+}
+
+/// A runner of `cases` cases, shrinking at most 200 steps, persisting no failure.
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// The sealing property for discovery answers: whatever the model asks for (every
+/// address-bearing label's values, the series' label sets, label names), no
+/// model-visible string holds a fixture address in any shape; the values of `instance`
+/// come back as references, and a reference a discovery listed binds a later query to
+/// its instance. 1,000 generated discoveries on one server.
+#[test]
+fn no_address_leaves_a_discovery() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let vida = runtime.block_on(Vida::start());
+    let granted = |mut p: TrustedPolicy| {
+        p.discovery = Some(DiscoveryGrant { max_items: 50 });
+        p
+    };
+    // The instances a discovery lists are references a query can pass back.
+    let listed = runtime.block_on(vida.attempt(
+        &granted(apid()),
+        json!({"queryId": "instances", "discover": "label_values", "label": "instance",
+               "selector": "process_cpu_seconds_total{job=\"tidb\"}"}),
+    ));
+    assert_no_leak("instances", &listed);
+    let d = result_discovery(&listed);
+    assert_eq!((d.total, d.rows.len()), (56, 50), "{}", listed.text());
+    // The selector that ran says the label was required, and seals nothing empty.
+    assert!(d.selector.contains(r#"instance!="""#), "{}", d.selector);
+    let Cell::Text(Some(reference)) = &d.rows[0][0] else {
+        panic!("{}", listed.text())
+    };
+    let bound = runtime.block_on(vida.attempt(
+        &granted(apid()),
+        json!({"queryId": "one_instance", "instanceRef": reference,
+               "expr": "rate(process_cpu_seconds_total{job=\"tidb\"}[1m])"}),
+    ));
+    assert_no_leak("one_instance", &bound);
+    assert_eq!(view(&bound).evidence().series_count, 1, "{}", bound.text());
+    // Without the grant, nothing is discovered and nothing is sent.
+    let before = vida.queries_sent();
+    let refused = runtime.block_on(vida.attempt(
+        &apid(),
+        json!({"queryId": "names", "discover": "metric_names"}),
+    ));
+    assert_eq!(
+        view(&refused).error().code.as_str(),
+        "discovery_not_granted"
+    );
+    assert_eq!(vida.queries_sent(), before);
+
+    let cases = any::<bool>().prop_flat_map(|cpu| (Just(cpu), discovery(cpu)));
+    let mut runner = runner(1000);
+    let ran = std::cell::Cell::new(0usize);
+    runner
+        .run(&cases, |(cpu, args)| {
+            let policy = granted(if cpu { apid() } else { st() });
+            let result = runtime.block_on(vida.attempt(&policy, args.clone()));
+            if let Some(s) = leak(&result) {
+                return Err(TestCaseError::fail(format!(
+                    "{args}: an address left as {s:?} in {}",
+                    result.text()
+                )));
+            }
+            let d = result.details();
+            match &d.error {
+                Some(e) => prop_assert!(
+                    known_code(e.code.as_str()).is_some(),
+                    "{} is not in ERROR_CODES",
+                    e.code
+                ),
+                None => {
+                    prop_assert!(d.discovery.is_some(), "{}", result.text());
+                    ran.set(ran.get() + 1);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let ran = ran.get();
+    eprintln!("{ran} generated discoveries ran");
+    assert!(
+        ran >= 300,
+        "the generator must produce runnable discoveries: {ran}"
+    );
+}
+
+/// The discovery answer of a single-operation result.
+fn result_discovery(result: &ToolResult) -> std::sync::Arc<Discovery> {
+    result
+        .details()
+        .discovery
+        .clone()
+        .unwrap_or_else(|| panic!("expected a discovery: {}", result.text()))
 }
