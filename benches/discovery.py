@@ -26,7 +26,13 @@ It makes the venv of `benches/side_by_side.py` (the peer 1.6.2, the official MCP
    `label_values` tool passes through (the official `prometheus/prometheus-mcp` server is
    a Go module this machine cannot fetch, so that answer stands in for it). Whether
    each answer names a TiKV metric that only another cluster has is printed too.
-3. **Memory.** `examples/large_answer_fixture.rs` with 5,000 and 20,000 TiKV threads (a
+3. **Precision, both ways.** On the same Prometheus, for `SaaS01` in the APID-29213
+   window, `--pairs` alternating pairs of `curl` of the index endpoint
+   (`/api/v1/label/__name__/values?match[]={cluster_id="SaaS01"}&start&end`: series in
+   blocks overlapping the window) and of the exact count query the tool runs
+   (`query_range` at the window's end): the names each lists, whether they agree, and
+   their median times.
+4. **Memory.** `examples/large_answer_fixture.rs` with 5,000 and 20,000 TiKV threads (a
    `tid` label with as many values): the tool's peak RSS (GNU time `%M`) answering
    `label_values` of `tid`, `--calls` each; the answer is checked (`total` = threads,
    at most the policy's items listed). Goal: flat (the 20,000 figure within 10 % of the
@@ -153,6 +159,34 @@ def tokens(binary: str, setup: dict) -> list:
     return rows
 
 
+def timed_get(url: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    out = subprocess.run(["curl", "-sS", "--fail", url], capture_output=True, text=True, check=True)
+    return time.perf_counter() - t0, json.loads(out.stdout)
+
+
+def precision(prometheus_url: str, q: dict, pairs: int) -> dict:
+    """The index endpoint against the exact count query, straight from Prometheus."""
+    base = prometheus_url.rstrip("/")
+    selector = '{cluster_id="SaaS01"}'
+    index = f"{base}/api/v1/label/__name__/values?" + urllib.parse.urlencode(
+        {"match[]": selector, "start": q["start"], "end": q["end"]})
+    window = q["end"] - q["start"]
+    exact = f"{base}/api/v1/query_range?" + urllib.parse.urlencode(
+        {"query": f"count by (__name__, cluster_id) (last_over_time({selector}[{window}s]))",
+         "start": q["end"], "end": q["end"], "step": window})
+    _, a = timed_get(index)
+    _, b = timed_get(exact)
+    index_names = sorted(a["data"])
+    exact_names = sorted(r["metric"]["__name__"] for r in b["data"]["result"])
+    t_index, t_exact = [], []
+    for _ in range(pairs):
+        t_index.append(timed_get(index)[0])
+        t_exact.append(timed_get(exact)[0])
+    return {"index": index_names, "exact": exact_names, "t_index": t_index, "t_exact": t_exact,
+            "counts": {r["metric"]["__name__"]: r["values"][0][1] for r in b["data"]["result"]}}
+
+
 def memory(threads: int, calls: int, debug: bool) -> dict:
     binary, fixture = la.built(debug, "clinic")
     with la.started(fixture, binary, "clinic", threads) as setup:
@@ -191,6 +225,7 @@ def main() -> int:
         apid = next(x for x in setup["queries"] if x["name"] == "tidb_cpu")
         lat = latency(packaged, apid, opts.pairs)
         token_rows = tokens(packaged, setup)
+        prec = precision(setup["prometheus_url"], apid, opts.pairs)
     finally:
         fixture.stdin.close()
         fixture.wait(timeout=30)
@@ -210,6 +245,10 @@ def main() -> int:
     print("| --- | --- | --- | --- |")
     for r in token_rows:
         print(f"| {r['what']} | {r['bytes']} | {r['tokens']} | {'yes' if r['foreign'] else 'no'} |")
+    same = prec["index"] == prec["exact"]
+    print(f"\nprecision, SaaS01 APID-29213: index endpoint {ms(prec['t_index'])} lists {prec['index']}; "
+          f"exact count query {ms(prec['t_exact'])} lists {prec['exact']} with series counts "
+          f"{prec['counts']}; the same names: {'yes' if same else 'NO'}")
     print("\n| label_values of `tid` | peak RSS | wall (median) | listed / more |")
     print("| --- | --- | --- | --- |")
     for m in mem:
