@@ -204,6 +204,18 @@ def memory(threads: int, calls: int, debug: bool) -> dict:
                 "listed": len(d["rows"]), "more": d["more"]}
 
 
+def ensure_venv(venv: Path) -> None:
+    """The venv of `side_by_side.py` (the peer, the MCP client, the tokenizer); re-runs
+    this script in it."""
+    if Path(sys.prefix).resolve() == venv.resolve():
+        return
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *sbs.PEER_PACKAGES], check=True)
+    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=30)
@@ -214,7 +226,7 @@ def main() -> int:
     if shutil.which("curl") is None:
         print("curl is missing: apt-get install -y curl", file=sys.stderr)
         return 1
-    cl.ensure_venv(opts.venv)
+    ensure_venv(opts.venv)
     la.ensure_gnu_time()
     binary, fixture_command = cl.built(opts.debug)
     fixture = subprocess.Popen(fixture_command + ["--tool-binary", binary],
