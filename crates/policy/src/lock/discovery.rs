@@ -116,24 +116,6 @@ impl LockedDiscovery {
         }
     }
 
-    /// The instant query that counts, exactly over the window, the series with data in
-    /// it per metric name (`metric_names`) or per value of the label (`label_values`):
-    /// `count by (<label>) (last_over_time(<selector>[<window>s]))`, evaluated at the
-    /// window's end, so it reads the window and nothing before it. `None` for the forms
-    /// that list no values to count.
-    pub fn count_query(&self) -> Option<String> {
-        let label = match &self.form {
-            DiscoveryForm::MetricNames => "__name__",
-            DiscoveryForm::LabelValues { label } => label.as_str(),
-            DiscoveryForm::LabelNames | DiscoveryForm::Series => return None,
-        };
-        let window = self.window_seconds();
-        Some(format!(
-            "count by ({label}) (last_over_time({}[{window}s]))",
-            self.selector
-        ))
-    }
-
     /// The window in seconds (at least 1).
     fn window_seconds(&self) -> i64 {
         self.end
@@ -593,14 +575,6 @@ mod tests {
         assert_eq!((m, s, e), ("match[]", "start", "end"));
         assert_eq!(sel, values.selector);
         assert!(start.parse::<i64>().unwrap() < end.parse::<i64>().unwrap());
-        let window = clinic().window.seconds();
-        assert_eq!(
-            values.count_query().unwrap(),
-            format!(
-                "count by (instance) (last_over_time(tikv_engine_size_bytes{{cluster_id=\"{id}\",instance!=\"\"}}[{window}s]))"
-            )
-        );
-        assert_eq!(job.count_query(), None);
         // Distinct requests, distinct digests; the same request, the same digest.
         let series = locked(json!({"queryId": "q", "discover": "series",
                                    "selector": "tikv_engine_size_bytes"}))
