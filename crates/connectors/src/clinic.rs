@@ -18,7 +18,8 @@ use url::Url;
 use crate::codes::Code;
 use crate::connector::{failed, finish, identity_failure, internal};
 use crate::prometheus::{
-    Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper,
+    Answer, Compaction, KeepLabels, QueryRange, Redactor, ResponseLimits, ResponseMapper,
+    complete_metadata, fetch_metadata, metadata_url,
 };
 use crate::{Connector, ConnectorError, CutOff, Deadline, HostAllowlist, deadline_failure};
 
@@ -190,7 +191,9 @@ impl ClinicSecrets {
 /// failed items without any request; the others run with bounded concurrency, each as
 /// one `POST` of a form-encoded `query_range` to the cluster-scoped path, with the
 /// bearer token. Items come back in request order, each with its own status and
-/// request digest; the batch status is `ok`, `partial` or `error`. The batch shares the
+/// request digest; the batch status is `ok`, `partial` or `error`. A `metric_metadata`
+/// discovery then asks the provider's metadata of each name it lists, one `GET` of
+/// `.../metadata?metric=<name>` beside the query path, with the same token. The batch shares the
 /// call's one deadline: an item still running when it passes, and every item not sent
 /// yet, answers a typed `clinic_timeout`; the items already answered keep their results. An execution-time
 /// rejection is `clinic_http_422` with the provider's complete text and a same-turn
@@ -242,6 +245,7 @@ impl Connector for ClinicConnector {
         let run = Run {
             client: &self.client,
             url: &url,
+            metadata_url: metadata_url(&url),
             config,
             token: &secrets.token,
             mapper: &mapper,
@@ -271,6 +275,8 @@ impl Connector for ClinicConnector {
 struct Run<'a> {
     client: &'a reqwest::Client,
     url: &'a Url,
+    /// The metadata URL beside the query URL (`metric_metadata`), when there is one.
+    metadata_url: Option<Url>,
     config: &'a ClinicConfig,
     token: &'a SecretString,
     mapper: &'a ResponseMapper,
@@ -319,9 +325,33 @@ impl Run<'_> {
             )),
         };
         match fetched {
-            Ok(answer) => answer.item(query.query_id.clone(), Some(query.request_digest)),
+            Ok(answer) => self
+                .metadata(answer)
+                .await
+                .item(query.query_id.clone(), Some(query.request_digest)),
             Err(failure) => failed(failure),
         }
+    }
+
+    /// A `metric_metadata` answer with the provider's metadata of its listed names, one
+    /// `GET` each beside the query path with the same token (other answers unchanged).
+    async fn metadata(&self, answer: Answer) -> Answer {
+        let timeout = self.config.limits.timeout;
+        complete_metadata(answer, self.mapper, self.deadline, |name| async move {
+            let Some(url) = &self.metadata_url else {
+                return Err(ConnectorError::Config(
+                    "the Clinic query path does not end in /query_range, so it names no \
+                     metadata path"
+                        .to_owned(),
+                ));
+            };
+            let request = self
+                .client
+                .get(url.clone())
+                .bearer_auth(self.token.expose_secret());
+            fetch_metadata(request, &name, timeout).await
+        })
+        .await
     }
 }
 

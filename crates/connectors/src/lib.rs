@@ -25,13 +25,15 @@ pub use prometheus::ResponseLimits;
 pub use reference::ReferenceKeyRing;
 
 /// The bounds every answer is held to: call time, body size, series tracked and kept,
-/// label length, the size of one query's evidence, and a discovery's census.
+/// label length, the size of one query's evidence, a discovery's census and the
+/// provider metadata of its names.
 pub mod limits {
     pub use crate::prometheus::{
         CUT_MARK, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOP_K,
         EVALUATION_TIMEOUT_MARGIN, MAX_CENSUS_LABELS, MAX_CENSUS_PREFIXES, MAX_CENSUS_VALUES,
-        MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_LABEL_CHARS, MAX_LISTED_PREFIXES,
-        MAX_TRACKED_SERIES, RETAINED_BODY_BYTES,
+        MAX_EVIDENCE_BYTES, MAX_HELD_BYTES, MAX_HELP_CHARS, MAX_LABEL_CHARS, MAX_LISTED_PREFIXES,
+        MAX_TRACKED_SERIES, MAX_WORD_CHARS, METADATA_BODY_BYTES, METADATA_CONCURRENCY,
+        RETAINED_BODY_BYTES,
     };
 }
 #[cfg(feature = "wetech")]

@@ -19,7 +19,8 @@ use crate::clinic::http_client;
 use crate::codes::{Code, MANUS_SESSION_CLASS, manus_session_http};
 use crate::connector::{failed, finish, internal, single_query, unix_now};
 use crate::prometheus::{
-    Compaction, QueryRange, RawResponse, Redactor, ResponseLimits, ResponseMapper, fetch,
+    Compaction, QueryRange, RawResponse, Redactor, ResponseLimits, ResponseMapper,
+    complete_metadata, fetch, fetch_metadata, metadata_url,
 };
 use crate::reference::{ReferenceKeyRing, ReferenceScope};
 use crate::{Connector, ConnectorError, CutOff, Deadline, HostAllowlist, deadline_failure};
@@ -381,9 +382,10 @@ impl ManusConnector {
             .limits
             .evaluation_timeout_within(deadline, config.evaluation_timeout);
         let range = QueryRange::new(plan.expr.clone(), window).with_timeout(timeout);
+        let metadata_at = metadata_url(&plan.query_url);
         let builder = range
             .post(&self.client, plan.query_url)
-            .header(plan.header, session);
+            .header(plan.header.clone(), session.clone());
         let sealer = AddressSealer::new(
             &secrets.reference_keys,
             plan.target.as_str(),
@@ -400,6 +402,32 @@ impl ManusConnector {
                 failure.correction.keep.clone_from(&plan.keep);
                 Err(failure)
             }
+        };
+        // A metric_metadata answer asks the metadata of its listed names beside the query
+        // path, with the same session; its text is sealed with the rest below.
+        let fetched = match fetched {
+            Ok(answer) => {
+                let limit = config.limits.timeout;
+                let ask = |name: String| {
+                    let request = metadata_at.clone().map(|url| {
+                        self.client
+                            .get(url)
+                            .header(plan.header.clone(), session.clone())
+                    });
+                    async move {
+                        match request {
+                            Some(request) => fetch_metadata(request, &name, limit).await,
+                            None => Err(ConnectorError::Config(
+                                "the Manus query path does not end in /query_range, so it \
+                                 names no metadata path"
+                                    .to_owned(),
+                            )),
+                        }
+                    }
+                };
+                Ok(complete_metadata(answer, mapper, deadline, ask).await)
+            }
+            Err(failure) => Err(failure),
         };
         match fetched {
             Ok(answer) => answer.map_texts(|t| sealer.text(t)).details(

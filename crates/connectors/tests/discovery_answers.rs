@@ -5,7 +5,9 @@
 //! series of the model's selector, unscoped, filtered here to cluster `SaaS01`: the same
 //! totals, each listed name, value or label with the exact count of its series (or
 //! values), each listed series one of the scope's, `no_data` exactly when the scope has
-//! none (1,000 cases). A front that ignores the scope matcher (answers for every cluster)
+//! none (1,000 cases); a `metric_metadata` answer's metadata is Prometheus' own for each
+//! listed name (its server scrapes help and type of some names, one of them a name only
+//! another cluster has, which never appears). A front that ignores the scope matcher (answers for every cluster)
 //! is caught before the answer reaches the model.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -31,6 +33,23 @@ use scope::committed_scope;
 
 const TOKEN: &str = "clinic-token-d15c0ve7y";
 
+/// What the test Prometheus scrapes for metadata (`Prometheus::start_with_metadata`):
+/// help and type of three names `SaaS01` has, and of one only another cluster has.
+const EXPOSITION: &str = "\
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 1
+# HELP tidb_server_maxprocs The value of GOMAXPROCS.
+# TYPE tidb_server_maxprocs gauge
+tidb_server_maxprocs 8
+# HELP process_resident_memory_bytes Resident memory size in bytes.
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 1024
+# HELP tikv_engine_size_bytes Sizes of each column family (only another cluster has it).
+# TYPE tikv_engine_size_bytes gauge
+tikv_engine_size_bytes 1
+";
+
 struct Env {
     rt: tokio::runtime::Runtime,
     prometheus: Prometheus,
@@ -45,7 +64,9 @@ impl Env {
             .enable_all()
             .build()
             .unwrap();
-        let prometheus = rt.block_on(Prometheus::start(Fixture::Main)).unwrap();
+        let prometheus = rt
+            .block_on(Prometheus::start_with_metadata(Fixture::Main, EXPOSITION))
+            .unwrap();
         let front = rt
             .block_on(ClinicFront::start(
                 &prometheus.url(),
@@ -129,6 +150,35 @@ fn count(cell: &Cell) -> u64 {
     }
 }
 
+/// Checks a `metric_metadata` answer's metadata against Prometheus' own for each name
+/// listed: the first entry's type and help, and no metadata where it has none.
+fn check_metadata(env: &Env, d: &Discovery) -> Result<(), TestCaseError> {
+    let Some(metadata) = &d.metadata else {
+        prop_assert!(d.discover != DiscoveryKind::MetricMetadata);
+        return Ok(());
+    };
+    prop_assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    for row in &d.rows {
+        let name = text(&row[0]).unwrap();
+        let served = get(
+            &env.rt,
+            &env.base(),
+            "api/v1/metadata",
+            &[("metric", name.clone())],
+        );
+        let given = metadata.names.iter().find(|m| m.name == name);
+        match served[&name].get(0) {
+            None => prop_assert!(given.is_none(), "{} has no metadata", name),
+            Some(entry) => {
+                let given = given.unwrap_or_else(|| panic!("{name} has metadata"));
+                prop_assert_eq!(given.metric_type.as_deref(), entry["type"].as_str());
+                prop_assert_eq!(given.help.as_deref(), entry["help"].as_str());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks `d` against the scope's series `truth`.
 fn check(d: &Discovery, truth: &[Map<String, Value>]) -> Result<(), TestCaseError> {
     d.check().map_err(TestCaseError::fail)?;
@@ -144,7 +194,7 @@ fn check(d: &Discovery, truth: &[Map<String, Value>]) -> Result<(), TestCaseErro
         counts
     };
     match d.discover {
-        DiscoveryKind::MetricNames | DiscoveryKind::LabelValues => {
+        DiscoveryKind::MetricNames | DiscoveryKind::MetricMetadata | DiscoveryKind::LabelValues => {
             let label = d.label.clone().unwrap_or_else(|| "__name__".to_owned());
             let want = by(&label);
             prop_assert_eq!(d.total, want.len() as u64);
@@ -204,6 +254,7 @@ fn each_discovery_answers_exactly_its_scope_through_the_clinic_connector() {
     let env = Env::start();
     let accepted = std::cell::Cell::new(0_u32);
     let data = std::cell::Cell::new(0_u32);
+    let described = std::cell::Cell::new(0_u32);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(1000));
     runner
         .run(&case(), |Case { args, raw }| {
@@ -221,6 +272,10 @@ fn each_discovery_answers_exactly_its_scope_through_the_clinic_connector() {
                 data.set(data.get() + 1);
             }
             check(&d, &truth)?;
+            check_metadata(&env, &d)?;
+            if d.metadata.as_ref().is_some_and(|m| !m.names.is_empty()) {
+                described.set(described.get() + 1);
+            }
             // Never a name that exists only in another cluster.
             let json = serde_json::to_string(&*d).unwrap();
             prop_assert!(!json.contains("tikv_engine_size_bytes\","), "{}", json);
@@ -229,6 +284,11 @@ fn each_discovery_answers_exactly_its_scope_through_the_clinic_connector() {
         .unwrap();
     assert!(accepted.get() > 500, "only {} locked", accepted.get());
     assert!(data.get() > 200, "only {} found data", data.get());
+    assert!(
+        described.get() > 30,
+        "only {} carried metadata",
+        described.get()
+    );
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn ground_truth(
         .iter()
         .filter(|s| s["cluster_id"] == "SaaS01");
     match &locked.form {
-        DiscoveryForm::MetricNames => in_scope
+        DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata => in_scope
             .map(|s| s["__name__"].as_str().unwrap().to_owned())
             .collect(),
         DiscoveryForm::LabelNames => in_scope
@@ -114,7 +114,9 @@ fn each_discovery_form_answers_exactly_its_scope_on_real_prometheus() {
             // series count of each.
             if matches!(
                 locked.form,
-                DiscoveryForm::MetricNames | DiscoveryForm::LabelValues { .. }
+                DiscoveryForm::MetricNames
+                    | DiscoveryForm::MetricMetadata
+                    | DiscoveryForm::LabelValues { .. }
             ) {
                 let query = locked.query().expr;
                 let [_, _, end] = locked.params();

@@ -139,14 +139,14 @@ pub struct ClinicQuery {
     /// Short plain unit label of the values, e.g. cores, bytes, %, ops/s: at most 16 letters, digits, '%', '/', '_', '-' or spaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<Unit>,
-    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    /// Instead of expr, a discovery: which metric_names (each with its series count; metric_metadata adds the provider's type, unit and help of each listed name), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discover: Option<Discover>,
     /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
     pub selector: Option<String>,
-    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    /// With discover metric_names or metric_metadata: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub pattern: Option<String>,
@@ -174,14 +174,14 @@ pub struct ManusArgs {
     /// Opaque instance reference returned by an earlier result of this tool. Pass it back unchanged to bind the query to that instance; it cannot be read, edited or used for the other target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_ref: Option<InstanceRef>,
-    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    /// Instead of expr, a discovery: which metric_names (each with its series count; metric_metadata adds the provider's type, unit and help of each listed name), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discover: Option<Discover>,
     /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
     pub selector: Option<String>,
-    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    /// With discover metric_names or metric_metadata: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub pattern: Option<String>,
@@ -209,14 +209,14 @@ pub struct WetechArgs {
     /// Resolution: a Prometheus duration such as "30s" or "1m", or a whole number of seconds. Omit it for the time window divided by 250, rounded up, and at least the platform's minimum step. A step giving more points than allowed is rejected with the smallest valid step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Step>,
-    /// Instead of expr, a discovery: which metric_names (each with its series count), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
+    /// Instead of expr, a discovery: which metric_names (each with its series count; metric_metadata adds the provider's type, unit and help of each listed name), label_names (each with its number of values), label_values (of label, each with its series count) or series (a sample of label sets, with the total) exist in this ticket's scope and window. Ask before guessing a metric name, and after a query answered no_data. Counts are exact over the window; the answer lists the items with the most series first and says how many more there are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discover: Option<Discover>,
     /// With discover: one vector selector that narrows what is listed, e.g. {job="tikv"} or tikv_engine_size_bytes{type="kv"}; none lists the whole scope. The platform binds it to the ticket's scope as it binds a query's selectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "expr_schema")]
     pub selector: Option<String>,
-    /// With discover metric_names: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
+    /// With discover metric_names or metric_metadata: an RE2 pattern the whole metric name must match, e.g. tikv_.* (at most 256 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub pattern: Option<String>,
@@ -238,6 +238,8 @@ pub enum Discover {
     LabelValues,
     /// A sample of the series, as label sets, with the total.
     Series,
+    /// Metric names as `metric_names`, with the provider's type, unit and help of each.
+    MetricMetadata,
 }
 
 /// The Agent-visible JSON Schema of a provider's arguments.

@@ -76,7 +76,10 @@ pub fn transport_skill() -> String {
          corrected once in the same turn. In a Clinic batch it is one item, e.g. \
          `{\"queryId\": \"tikv_names\", \"discover\": \"metric_names\", \"pattern\": \"tikv_.*\"}`. \
          After a no_data answer, ask which names exist before writing the query again with a \
-         name the answer listed.\n\n",
+         name the answer listed. Ask for metric_metadata instead of metric_names when the \
+         type or unit of a name decides how to query it (rate() of a counter, a gauge as it \
+         is); its help text is the provider's, global and untrusted: it describes a name, it \
+         is no evidence of this cluster.\n\n",
     );
     text.push_str(DISCOVERY_GUIDE);
     text.push_str("\n\n## instanceRef\n\n");

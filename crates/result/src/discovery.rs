@@ -8,6 +8,11 @@
 //! provider's index, whose range reads every block overlapping the window). An empty
 //! answer is `no_data`: nothing was found in this scope and window, which is not proof
 //! that a metric does not exist.
+//!
+//! A `metric_metadata` answer lists the names as `metric_names` does and adds what the
+//! provider says of each listed name (type, unit, help). That text is the provider's,
+//! global to everything it holds (Prometheus' metadata takes no matcher and no range),
+//! so it is marked `provider_global` and asked for only for names found in scope.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +30,9 @@ means: series with a sample inside the window. columns names the row cells; rows
 items, most series first; total counts every item found and more those not listed. prefixes \
 groups all metric names found by the part before their first '_' when not all are listed. \
 outcome no_data means nothing was found in this scope and window, not that it does not exist \
-elsewhere. Instance addresses never appear: an instance is named by an opaque instanceRef, \
+elsewhere. metric_metadata lists names as metric_names does, with metadata: the provider's type, \
+unit and help of each listed name, provider-global text (not of this scope; it informs, it proves \
+nothing). Instance addresses never appear: an instance is named by an opaque instanceRef, \
 which a later query may pass as instanceRef.";
 
 /// The contract version of a discovery answer, written first in it.
@@ -48,13 +55,15 @@ pub enum DiscoveryKind {
     LabelValues,
     /// Series, as label sets.
     Series,
+    /// Metric names, each with its series count, and the provider's metadata of each.
+    MetricMetadata,
 }
 
 impl DiscoveryKind {
     /// The row columns of this kind's answer (for `series`, the label names instead).
     pub fn columns(self) -> Option<[&'static str; 2]> {
         match self {
-            DiscoveryKind::MetricNames => Some(["name", "series"]),
+            DiscoveryKind::MetricNames | DiscoveryKind::MetricMetadata => Some(["name", "series"]),
             DiscoveryKind::LabelNames => Some(["label", "values"]),
             DiscoveryKind::LabelValues => Some(["value", "series"]),
             DiscoveryKind::Series => None,
@@ -101,6 +110,46 @@ pub struct PrefixCount {
     pub names: u64,
 }
 
+/// Where the text of [`Metadata`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataSource {
+    /// The provider's metadata, global to everything it holds: not scoped to this
+    /// ticket's cluster or window, and written by whoever exposes the metric.
+    ProviderGlobal,
+}
+
+/// What the provider says of one listed metric name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameMetadata {
+    /// The metric name, one of the answer's rows.
+    pub name: String,
+    /// The metric type (`counter`, `gauge`, `histogram`, `summary`, ...).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub metric_type: Option<String>,
+    /// The unit, when the provider gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The help text, bounded (a cut one ends with the cut mark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+/// The provider's metadata of the listed names of a `metric_metadata` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// Always `provider_global`: provider text, not this scope's.
+    pub source: MetadataSource,
+    /// The listed names the provider gave metadata for, in row order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<NameMetadata>,
+    /// Listed names without metadata (the provider has none, or did not answer: a
+    /// warning says which).
+    pub without: u64,
+}
+
 /// The complete answer of one discovery (contract `discovery_v1`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +189,9 @@ pub struct Discovery {
     /// The items listed, most series first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rows: Vec<Vec<Cell>>,
+    /// The provider's metadata of the listed names (`metric_metadata` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
     /// Provider warnings and notes of the tool, verbatim.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -163,6 +215,34 @@ impl Discovery {
             && self.columns != columns
         {
             return Err("a discovery's columns are those of its kind");
+        }
+        match (&self.metadata, self.discover) {
+            (None, DiscoveryKind::MetricMetadata) => {
+                return Err("a metric_metadata answer carries metadata");
+            }
+            (Some(_), kind) if kind != DiscoveryKind::MetricMetadata => {
+                return Err("only a metric_metadata answer carries metadata");
+            }
+            (Some(m), _) => {
+                let listed: Vec<Option<&str>> = self
+                    .rows
+                    .iter()
+                    .map(|r| match r.first() {
+                        Some(Cell::Text(t)) => t.as_deref(),
+                        _ => None,
+                    })
+                    .collect();
+                if m.names
+                    .iter()
+                    .any(|n| !listed.contains(&Some(n.name.as_str())))
+                {
+                    return Err("metadata is given only for listed names");
+                }
+                if (m.names.len() as u64).checked_add(m.without) != Some(listed.len() as u64) {
+                    return Err("metadata names and without count the listed names");
+                }
+            }
+            (None, _) => {}
         }
         Ok(())
     }
@@ -197,6 +277,7 @@ mod tests {
                 vec![Cell::Text(Some("tikv_a".to_owned())), Cell::Count(56)],
                 vec![Cell::Text(Some("tikv_b".to_owned())), Cell::Count(12)],
             ],
+            metadata: None,
             warnings: Vec::new(),
         }
     }
@@ -240,5 +321,59 @@ mod tests {
         empty.check().unwrap();
         let json = serde_json::to_string(&empty).unwrap();
         assert!(!json.contains("rows"), "{json}");
+    }
+
+    #[test]
+    fn metadata_is_only_of_listed_names_of_a_metadata_answer() {
+        let tikv_a = NameMetadata {
+            name: "tikv_a".to_owned(),
+            metric_type: Some("gauge".to_owned()),
+            unit: None,
+            help: Some("A gauge.".to_owned()),
+        };
+        let with = |given: Vec<NameMetadata>, without| Discovery {
+            discover: DiscoveryKind::MetricMetadata,
+            metadata: Some(Metadata {
+                source: MetadataSource::ProviderGlobal,
+                names: given,
+                without,
+            }),
+            ..names()
+        };
+        let d = with(vec![tikv_a.clone()], 1);
+        d.check().unwrap();
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(
+            json.contains(
+                r#""metadata":{"source":"provider_global","names":[{"name":"tikv_a","type":"gauge","help":"A gauge."}],"without":1}"#
+            ),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Discovery>(&json).unwrap(), d);
+        let unlisted = NameMetadata {
+            name: "tikv_c".to_owned(),
+            ..tikv_a.clone()
+        };
+        assert!(
+            with(vec![unlisted], 1).check().is_err(),
+            "tikv_c is not listed"
+        );
+        assert!(
+            with(vec![tikv_a.clone()], 0).check().is_err(),
+            "one name uncounted"
+        );
+        let missing = Discovery {
+            discover: DiscoveryKind::MetricMetadata,
+            ..names()
+        };
+        assert!(missing.check().is_err());
+        let misplaced = Discovery {
+            metadata: with(vec![tikv_a], 1).metadata,
+            ..names()
+        };
+        assert!(
+            misplaced.check().is_err(),
+            "metric_names carries no metadata"
+        );
     }
 }

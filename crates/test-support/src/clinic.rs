@@ -21,7 +21,9 @@ use crate::front::{FaultControl, RecordedRequest, RequestLog, Server, Upstream, 
 /// **Test front** standing in for the Clinic API. It adds only what Prometheus lacks:
 /// a bearer-token check (401 otherwise) and a cluster-scoped path
 /// ([`ClinicFront::QUERY_RANGE_PATH_TEMPLATE`]); it forwards `query_range` to the real
-/// Prometheus and passes its status and body through. It does not rewrite the query: the
+/// Prometheus and passes its status and body through, and a `GET` of the `metadata`
+/// path beside it ([`ClinicFront::METADATA_PATH_TEMPLATE`], same token check) to
+/// Prometheus' global `/api/v1/metadata`. It does not rewrite the query: the
 /// `cluster_id` in the path is recorded for tests to check.
 #[derive(Debug)]
 pub struct ClinicFront {
@@ -43,6 +45,10 @@ impl ClinicFront {
     pub const QUERY_RANGE_PATH_TEMPLATE: &'static str =
         "/api/v1/clusters/{cluster_id}/prometheus/api/v1/query_range";
 
+    /// The `metadata` path beside it (`GET` only).
+    pub const METADATA_PATH_TEMPLATE: &'static str =
+        "/api/v1/clusters/{cluster_id}/prometheus/api/v1/metadata";
+
     /// Starts the front on a free loopback port, forwarding to the Prometheus at
     /// `prometheus_url`, accepting `Authorization: Bearer <token>`.
     pub async fn start(
@@ -60,6 +66,7 @@ impl ClinicFront {
                 Self::QUERY_RANGE_PATH_TEMPLATE,
                 get(query_range).post(query_range),
             )
+            .route(Self::METADATA_PATH_TEMPLATE, get(metadata))
             .with_state(state.clone());
         let log = RequestLog::default();
         let server = Server::start(router, log.clone()).await?;
@@ -106,6 +113,48 @@ impl ClinicFront {
     }
 }
 
+/// The token check and the forbidden switch, shared by both routes.
+fn refusal(state: &ClinicState, headers: &HeaderMap, cluster_id: &str) -> Option<Response> {
+    let expected = format!("Bearer {}", state.token.expose_secret());
+    let authorized = headers
+        .get(AUTHORIZATION)
+        .is_some_and(|v| v.as_bytes() == expected.as_bytes());
+    if !authorized {
+        return Some(json_error(
+            StatusCode::UNAUTHORIZED,
+            json!({"code": 401, "message": "missing or invalid bearer token"}),
+        ));
+    }
+    if state.forbidden.load(Ordering::SeqCst) {
+        return Some(json_error(
+            StatusCode::FORBIDDEN,
+            json!({"code": 403, "message": format!("token may not read cluster {cluster_id}")}),
+        ));
+    }
+    None
+}
+
+async fn metadata(
+    State(state): State<Arc<ClinicState>>,
+    Path(cluster_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refusal(&state, &headers, &cluster_id) {
+        return refused;
+    }
+    state
+        .upstream
+        .forward(
+            Method::GET,
+            "/api/v1/metadata",
+            uri.query(),
+            &headers,
+            Bytes::new(),
+        )
+        .await
+}
+
 async fn query_range(
     State(state): State<Arc<ClinicState>>,
     Path(cluster_id): Path<String>,
@@ -114,21 +163,8 @@ async fn query_range(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let expected = format!("Bearer {}", state.token.expose_secret());
-    let authorized = headers
-        .get(AUTHORIZATION)
-        .is_some_and(|v| v.as_bytes() == expected.as_bytes());
-    if !authorized {
-        return json_error(
-            StatusCode::UNAUTHORIZED,
-            json!({"code": 401, "message": "missing or invalid bearer token"}),
-        );
-    }
-    if state.forbidden.load(Ordering::SeqCst) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            json!({"code": 403, "message": format!("token may not read cluster {cluster_id}")}),
-        );
+    if let Some(refused) = refusal(&state, &headers, &cluster_id) {
+        return refused;
     }
     if let Some(fault) = state.faults.apply_to(&body).await {
         return fault;

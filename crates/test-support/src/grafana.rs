@@ -62,7 +62,8 @@ struct GrafanaState {
 /// every other route (HTML routes redirect to `/login` with 302, API routes answer 401),
 /// answers `/api/health` with a version (no cookie needed), and forwards the datasource
 /// proxy path [`GrafanaFront::QUERY_RANGE_PATH_TEMPLATE`] to the real Prometheus,
-/// passing status and body through. A 403 mode answers 403 to a valid session.
+/// passing status and body through, and a `GET` of `api/v1/metadata` beside it (a POST
+/// there is refused, as Grafana does). A 403 mode answers 403 to a valid session.
 ///
 /// So that tests can see what a real browser holds, the front's home page copies the
 /// page's localStorage into a [`GrafanaFront::PAGE_STATE_COOKIE`] cookie (a test-front
@@ -322,6 +323,20 @@ async fn datasource_proxy(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(cookies_of(&headers));
+    if uid == state.datasource_uid && rest == "api/v1/metadata" {
+        // Grafana's proxy allows POST only for query, query_range, series, labels and
+        // query_exemplars: metadata is a GET.
+        if method != Method::GET {
+            return json_error(
+                StatusCode::FORBIDDEN,
+                json!({"message": "non allow-listed POSTs not allowed on proxied Prometheus datasource"}),
+            );
+        }
+        return state
+            .upstream
+            .forward(method, "/api/v1/metadata", uri.query(), &headers, body)
+            .await;
+    }
     if uid != state.datasource_uid || rest != "api/v1/query_range" {
         return json_error(
             StatusCode::NOT_FOUND,

@@ -57,6 +57,9 @@ impl ManusFront {
     pub const LOGIN_PATH: &'static str = "/api/v1/session";
     /// The query path (`GET` or `POST` form), with the session header.
     pub const QUERY_RANGE_PATH: &'static str = "/prometheus/api/v1/query_range";
+    /// The metadata path beside it (`GET`), with the session header; forwarded to
+    /// Prometheus' global `/api/v1/metadata`.
+    pub const METADATA_PATH: &'static str = "/prometheus/api/v1/metadata";
     /// The header that carries the session token on queries.
     pub const SESSION_HEADER: &'static str = "x-manus-session";
 
@@ -82,6 +85,7 @@ impl ManusFront {
         let router = Router::new()
             .route(Self::LOGIN_PATH, post(login))
             .route(Self::QUERY_RANGE_PATH, get(query_range).post(query_range))
+            .route(Self::METADATA_PATH, get(metadata))
             .with_state(state.clone());
         let log = RequestLog::default();
         let server = Server::start(router, log.clone()).await?;
@@ -166,13 +170,8 @@ async fn login(State(state): State<Arc<ManusState>>, body: Bytes) -> Response {
     axum::Json(json!({"session": token, "expiresIn": 3600})).into_response()
 }
 
-async fn query_range(
-    State(state): State<Arc<ManusState>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+/// The session check and the forbidden switch, shared by both routes.
+fn refusal(state: &ManusState, headers: &HeaderMap) -> Option<Response> {
     let valid = headers
         .get(ManusFront::SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -184,16 +183,45 @@ async fn query_range(
                 .contains(token)
         });
     if !valid {
-        return json_error(
+        return Some(json_error(
             StatusCode::UNAUTHORIZED,
             json!({"error": "session_invalid", "message": "session is missing, expired or invalid; log in again"}),
-        );
+        ));
     }
     if state.forbidden.load(Ordering::SeqCst) {
-        return json_error(
+        return Some(json_error(
             StatusCode::FORBIDDEN,
             json!({"error": "forbidden", "message": format!("user may not query target {}", state.target)}),
-        );
+        ));
+    }
+    None
+}
+
+async fn metadata(State(state): State<Arc<ManusState>>, uri: Uri, headers: HeaderMap) -> Response {
+    if let Some(refused) = refusal(&state, &headers) {
+        return refused;
+    }
+    state
+        .upstream
+        .forward(
+            Method::GET,
+            "/api/v1/metadata",
+            uri.query(),
+            &headers,
+            Bytes::new(),
+        )
+        .await
+}
+
+async fn query_range(
+    State(state): State<Arc<ManusState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refusal(&state, &headers) {
+        return refused;
     }
     if let Some(fault) = state.faults.apply().await {
         return fault;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use tempfile::TempDir;
 
+use crate::front::{RequestLog, Server};
 use crate::package_source::copy_tree;
 use crate::process::{
     PROMETHEUS_INSTALL, Readiness, Spawned, find_program, free_loopback_port, log_files,
@@ -40,6 +41,8 @@ pub struct Prometheus {
     /// `None` only inside a [`LargePrometheus`], which does not expose it.
     fixture: Option<Fixture>,
     dir: TempDir,
+    /// The target it scrapes for metadata ([`Prometheus::start_with_metadata`]).
+    exposition: Option<Server>,
 }
 
 /// A real `prometheus` process over the blocks of a [`TikvThreads`] data set (built once
@@ -60,7 +63,7 @@ impl LargePrometheus {
         })
         .await
         .map_err(|e| TestSupportError::Task(e.to_string()))??;
-        let server = Prometheus::start_on(blocks, None).await?;
+        let server = Prometheus::start_on(blocks, None, None).await?;
         Ok(LargePrometheus { server, data })
     }
 
@@ -100,11 +103,83 @@ impl Prometheus {
         let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
             .await
             .map_err(|e| TestSupportError::Task(e.to_string()))??;
-        Self::start_on(blocks, Some(fixture)).await
+        Self::start_on(blocks, Some(fixture), None).await
     }
 
-    /// Starts a server over a copy of `blocks`.
-    async fn start_on(blocks: PathBuf, fixture: Option<Fixture>) -> Result<Self, TestSupportError> {
+    /// [`Prometheus::start`], and a loopback target serving `exposition` (the text
+    /// format 0.0.4: `# HELP` and `# TYPE` lines, and samples) that the server scrapes
+    /// every second as job `exposition`, so that its global `/api/v1/metadata` holds
+    /// that metadata: Prometheus keeps metadata only from scrapes, never from backfilled
+    /// blocks. Returns once the metadata of every `# HELP` name is served. The scraped
+    /// samples carry no fixture label and lie at the current time, outside every
+    /// fixture window.
+    pub async fn start_with_metadata(
+        fixture: Fixture,
+        exposition: &str,
+    ) -> Result<Self, TestSupportError> {
+        find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
+        let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
+            .await
+            .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        let text = exposition.to_owned();
+        let router = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = text.clone();
+                async move {
+                    (
+                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                        text,
+                    )
+                }
+            }),
+        );
+        let target = Server::start(router, RequestLog::default()).await?;
+        let addr = target.addr();
+        let mut server = Self::start_on(blocks, Some(fixture), Some(addr)).await?;
+        server.exposition = Some(target);
+        let names: Vec<&str> = exposition
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        server.await_metadata(&names).await?;
+        Ok(server)
+    }
+
+    /// Waits until `/api/v1/metadata` names each of `names`.
+    async fn await_metadata(&self, names: &[&str]) -> Result<(), TestSupportError> {
+        let client = reqwest::Client::new();
+        let url = format!("{}/api/v1/metadata", self.url());
+        let until = std::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            let served: Option<serde_json::Value> = match client.get(&url).send().await {
+                Ok(r) => r.json().await.ok(),
+                Err(_) => None,
+            };
+            let data = served.as_ref().and_then(|v| v.get("data"));
+            if names
+                .iter()
+                .all(|n| data.is_some_and(|d| d.get(*n).is_some()))
+            {
+                return Ok(());
+            }
+            if std::time::Instant::now() > until {
+                return Err(TestSupportError::Front(format!(
+                    "prometheus served no metadata of {names:?} within {READY_TIMEOUT:?}; see {}",
+                    self.log_path().display()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Starts a server over a copy of `blocks`, scraping `scrape` every second when set.
+    async fn start_on(
+        blocks: PathBuf,
+        fixture: Option<Fixture>,
+        scrape: Option<SocketAddr>,
+    ) -> Result<Self, TestSupportError> {
         let program = find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
         start_on_free_port("prometheus", &["address already in use"], || {
             let dir = tempfile::Builder::new()
@@ -114,9 +189,16 @@ impl Prometheus {
             let data = dir.path().join("data");
             copy_tree(&blocks, &data)?;
             let config = dir.path().join("prometheus.yml");
+            let scrape_configs = match scrape {
+                None => "scrape_configs: []\n".to_owned(),
+                Some(target) => format!(
+                    "scrape_configs:\n  - job_name: exposition\n    scrape_interval: 1s\n    \
+                     static_configs: [{{targets: ['{target}']}}]\n"
+                ),
+            };
             std::fs::write(
                 &config,
-                "global: {scrape_interval: 15s}\nscrape_configs: []\n",
+                format!("global: {{scrape_interval: 15s}}\n{scrape_configs}"),
             )
             .map_err(|e| TestSupportError::io("writing the configuration", &config, e))?;
             let port = free_loopback_port()?;
@@ -137,6 +219,7 @@ impl Prometheus {
                 addr,
                 fixture,
                 dir,
+                exposition: None,
             })
         })
         .await

@@ -36,7 +36,8 @@ impl Answer {
     }
 
     /// Applies `text` to every text of the answer the provider or the model wrote and
-    /// the tool does not otherwise sanitize (warnings, a discovery's selector): Manus
+    /// the tool does not otherwise sanitize (warnings, a discovery's selector, the
+    /// provider's metadata of its names): Manus
     /// seals the addresses in them.
     pub fn map_texts(mut self, text: impl Fn(&str) -> String) -> Self {
         match &mut self {
@@ -50,6 +51,14 @@ impl Answer {
                     *w = text(w);
                 }
                 d.selector = text(&d.selector);
+                for m in d.metadata.iter_mut().flat_map(|m| m.names.iter_mut()) {
+                    for t in [&mut m.metric_type, &mut m.unit, &mut m.help]
+                        .into_iter()
+                        .flatten()
+                    {
+                        *t = text(t);
+                    }
+                }
             }
         }
         self

@@ -25,19 +25,27 @@ pub const CUT_MARK: &str = "…[cut]";
 /// is not longer, else at most its first that many characters, without the word the
 /// bound splits, and [`CUT_MARK`]. Never cuts inside a character.
 pub(crate) fn bounded(text: Cow<'_, str>) -> Cow<'_, str> {
-    match cut_at(&text) {
+    match cut_at(&text, MAX_LABEL_CHARS) {
         None => text,
         Some(end) => Cow::Owned(format!("{}{CUT_MARK}", &text[..end])),
     }
 }
 
-/// The byte index where `text` is cut, when it is longer than the bound: after its first
-/// [`MAX_LABEL_CHARS`] characters, less the word the bound splits.
-fn cut_at(text: &str) -> Option<usize> {
-    if text.len() <= MAX_LABEL_CHARS {
+/// [`bounded`] to `max` characters instead of [`MAX_LABEL_CHARS`] (provider metadata).
+pub(crate) fn bounded_to(text: &str, max: usize) -> Cow<'_, str> {
+    match cut_at(text, max) {
+        None => Cow::Borrowed(text),
+        Some(end) => Cow::Owned(format!("{}{CUT_MARK}", &text[..end])),
+    }
+}
+
+/// The byte index where `text` is cut, when it is longer than `max` characters: after
+/// its first `max` characters, less the word the bound splits.
+fn cut_at(text: &str, max: usize) -> Option<usize> {
+    if text.len() <= max {
         return None;
     }
-    let (end, next) = text.char_indices().nth(MAX_LABEL_CHARS)?;
+    let (end, next) = text.char_indices().nth(max)?;
     if !is_word(next) {
         return Some(end);
     }

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use evidence_policy::lock::{DiscoveryAsk, DiscoveryForm};
 use evidence_result::discovery::{
-    Cell, Counted, DiscoveryFormat, DiscoveryKind, DiscoveryWindow, PrefixCount,
+    Cell, Counted, DiscoveryFormat, DiscoveryKind, DiscoveryWindow, Metadata, MetadataSource,
+    PrefixCount,
 };
 use evidence_result::{Discovery, evidence::EvidenceOutcome};
 
@@ -32,6 +33,7 @@ fn kind(form: &DiscoveryForm) -> DiscoveryKind {
         DiscoveryForm::LabelNames => DiscoveryKind::LabelNames,
         DiscoveryForm::LabelValues { .. } => DiscoveryKind::LabelValues,
         DiscoveryForm::Series => DiscoveryKind::Series,
+        DiscoveryForm::MetricMetadata => DiscoveryKind::MetricMetadata,
     }
 }
 
@@ -109,6 +111,12 @@ pub(crate) fn discovery(
             .map(|c| c.iter().map(|s| (*s).to_owned()).collect())
             .unwrap_or_default(),
         rows: Vec::new(),
+        // Every listed name starts without metadata; `metadata::attach` fills it in.
+        metadata: (kind == DiscoveryKind::MetricMetadata).then_some(Metadata {
+            source: MetadataSource::ProviderGlobal,
+            names: Vec::new(),
+            without: 0,
+        }),
         warnings,
     };
     if summary.series_count == 0 {
@@ -122,7 +130,9 @@ pub(crate) fn discovery(
     let max = usize::try_from(ask.max_items).unwrap_or(usize::MAX);
     match &ask.form {
         DiscoveryForm::LabelNames => label_names(&mut out, census, max),
-        DiscoveryForm::MetricNames | DiscoveryForm::LabelValues { .. } => {
+        DiscoveryForm::MetricNames
+        | DiscoveryForm::MetricMetadata
+        | DiscoveryForm::LabelValues { .. } => {
             let key = match &ask.form {
                 DiscoveryForm::LabelValues { label } => label.as_str(),
                 _ => "__name__",
@@ -136,7 +146,7 @@ pub(crate) fn discovery(
                 out.rows.push(vec![Cell::Text(text), Cell::Count(n)]);
             }
             sort_rows(&mut out.rows);
-            if matches!(ask.form, DiscoveryForm::MetricNames) {
+            if ask.form.lists_names() {
                 out.prefixes = prefixes(census.prefixes, census.untracked_names);
             }
         }
@@ -168,6 +178,9 @@ pub(crate) fn discovery(
         }
     }
     out.more = out.total.saturating_sub(out.rows.len() as u64);
+    if let Some(metadata) = &mut out.metadata {
+        metadata.without = out.rows.len() as u64;
+    }
     if out.more == 0 {
         // Every name is listed: the prefixes would say nothing more.
         out.prefixes.clear();
@@ -239,9 +252,34 @@ fn json_len(discovery: &Discovery) -> usize {
     serde_json::to_vec(discovery).map_or(usize::MAX, |v| v.len())
 }
 
+/// Drops the last row (counted in `more`) and its metadata.
+fn pop_row(discovery: &mut Discovery) -> bool {
+    let Some(row) = discovery.rows.pop() else {
+        return false;
+    };
+    discovery.more += 1;
+    if let Some(metadata) = &mut discovery.metadata {
+        let name = match row.first() {
+            Some(Cell::Text(Some(name))) => Some(name.as_str()),
+            _ => None,
+        };
+        match metadata
+            .names
+            .iter()
+            .position(|m| Some(m.name.as_str()) == name)
+        {
+            Some(at) => {
+                metadata.names.remove(at);
+            }
+            None => metadata.without = metadata.without.saturating_sub(1),
+        }
+    }
+    true
+}
+
 /// Fits a discovery under [`MAX_EVIDENCE_BYTES`]: rows go from the last (the fewest
-/// series) and are counted in `more`, then prefixes from the last, then warnings; a
-/// note says what went.
+/// series, with their metadata) and are counted in `more`, then prefixes from the last,
+/// then warnings; a note says what went.
 pub(crate) fn fit(discovery: &mut Discovery) {
     if json_len(discovery) <= MAX_EVIDENCE_BYTES {
         return;
@@ -250,8 +288,7 @@ pub(crate) fn fit(discovery: &mut Discovery) {
     let (mut rows, mut prefixes, mut warnings) = (0usize, 0usize, 0usize);
     while json_len(discovery) + note_room > MAX_EVIDENCE_BYTES {
         if discovery.rows.len() > 1 {
-            discovery.rows.pop();
-            discovery.more += 1;
+            pop_row(discovery);
             rows += 1;
         } else if !discovery.prefixes.is_empty() {
             discovery.prefixes.pop();
@@ -259,8 +296,7 @@ pub(crate) fn fit(discovery: &mut Discovery) {
         } else if !discovery.warnings.is_empty() {
             discovery.warnings.pop();
             warnings += 1;
-        } else if discovery.rows.pop().is_some() {
-            discovery.more += 1;
+        } else if pop_row(discovery) {
             rows += 1;
         } else {
             break;

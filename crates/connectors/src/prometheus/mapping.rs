@@ -363,7 +363,7 @@ impl ResponseMapper {
 
     /// A text cut at its bound ends in no part of a secret cut in two (only the tail: a
     /// whole secret in a cut text stays, for the guard to block).
-    fn cut_tail(&self, text: &mut String) {
+    pub(crate) fn cut_tail(&self, text: &mut String) {
         if let Some(prefix) = cut_prefix(text)
             && self.redactor.redact(prefix) == prefix
         {

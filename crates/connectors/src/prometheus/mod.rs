@@ -1,6 +1,6 @@
 //! Shared Prometheus handling for the three connectors: `query_range` requests, capped
-//! streamed reads, streaming and typed parsing, compaction, discovery answers, credential
-//! redaction and error mapping.
+//! streamed reads, streaming and typed parsing, compaction, discovery answers and the
+//! provider metadata of their names, credential redaction and error mapping.
 
 mod answer;
 mod body;
@@ -11,6 +11,7 @@ mod discover;
 mod fetch;
 mod fit;
 mod mapping;
+mod metadata;
 mod parse;
 mod redact;
 mod request;
@@ -29,6 +30,10 @@ pub use fetch::{
 };
 pub use fit::MAX_EVIDENCE_BYTES;
 pub use mapping::{RETAINED_BODY_BYTES, ResponseMapper};
+pub use metadata::{MAX_HELP_CHARS, MAX_WORD_CHARS, METADATA_BODY_BYTES, METADATA_CONCURRENCY};
+pub(crate) use metadata::{
+    complete_metadata, fetch_http as fetch_metadata, metadata_params, metadata_url,
+};
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};
 pub use redact::{REDACTED, Redactor};
 pub use request::{FORM_CONTENT_TYPE, QueryRange};

@@ -16,14 +16,15 @@ use super::config::WetechConfig;
 use super::failures::{browser_failure, command_failure, finish_cleanup};
 use super::grafana::*;
 use super::identity::BrowserIdentity;
-use super::page_fetch::{Opened, PageRequest, SCRIPT_MARGIN, open};
+use super::page_fetch::{Fetched, Opened, PageRequest, SCRIPT_MARGIN, open, page_fetch};
 use super::storage::StorageState;
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
-    Answer, Compaction, FORM_CONTENT_TYPE, QueryRange, Redactor, ResponseMapper,
+    Answer, Compaction, FORM_CONTENT_TYPE, METADATA_BODY_BYTES, QueryRange, RawResponse, Redactor,
+    ResponseMapper, complete_metadata, metadata_params, metadata_url,
 };
-use crate::{Connector, CutOff, Deadline, deadline_failure};
+use crate::{Connector, ConnectorError, CutOff, Deadline, deadline_failure};
 
 /// The secrets injected into the Wetech tool sandbox.
 pub struct WetechSecrets {
@@ -341,12 +342,12 @@ async fn drive(
     let opened = open(client, &request)
         .await
         .map_err(|f| command_failure(&f, redactor))?;
-    match opened {
+    let answer = match opened {
         Opened::Redirect => {
             let at = client.current_url().await.unwrap_or(url);
-            Err(Box::new(login_failure(config, client, &at, redactor).await))
+            return Err(Box::new(login_failure(config, client, &at, redactor).await));
         }
-        Opened::Failed(e) => Err(Box::new(prepared.mapper.failure(&e))),
+        Opened::Failed(e) => return Err(Box::new(prepared.mapper.failure(&e))),
         Opened::Response(mut body) => query_evidence(
             &prepared.mapper,
             &mut body,
@@ -354,7 +355,47 @@ async fn drive(
             &compaction,
         )
         .await
-        .map_err(|f| Box::new(prepared.mapper.naming_path(*f, url.path()))),
+        .map_err(|f| Box::new(prepared.mapper.naming_path(*f, url.path())))?,
+    };
+    // A metric_metadata answer asks the metadata of its listed names through the same
+    // datasource proxy, a GET each (Grafana allows no POST there), from the page.
+    let metadata_at = metadata_url(&url);
+    let ask = |name: String| page_metadata(client, metadata_at.as_ref(), name, page_timeout);
+    Ok(complete_metadata(answer, &prepared.mapper, work, ask).await)
+}
+
+/// The metadata of `name` by a `GET` from the page beside the query path, read whole
+/// under [`METADATA_BODY_BYTES`].
+async fn page_metadata(
+    client: &fantoccini::Client,
+    at: Option<&url::Url>,
+    name: String,
+    timeout: Duration,
+) -> Result<RawResponse, ConnectorError> {
+    let Some(at) = at else {
+        return Err(ConnectorError::Config(
+            "the datasource proxy path does not end in /query_range".to_owned(),
+        ));
+    };
+    let mut url = at.clone();
+    url.query_pairs_mut().extend_pairs(metadata_params(&name));
+    let request = PageRequest {
+        url: &url,
+        method: "GET",
+        body: None,
+        content_type: None,
+        max_bytes: METADATA_BODY_BYTES,
+        timeout,
+    };
+    match page_fetch(client, &request).await {
+        Ok(Fetched::Response(raw)) => Ok(raw),
+        Ok(Fetched::Redirect) => Err(ConnectorError::Unreachable(
+            "Grafana redirected the request (the session may have ended)".to_owned(),
+        )),
+        Ok(Fetched::Failed(e)) => Err(e),
+        Err(_) => Err(ConnectorError::Unreachable(
+            "the browser could not run the request".to_owned(),
+        )),
     }
 }
 

@@ -77,12 +77,9 @@ impl ManusHarness {
     fn config(&self, limits: ResponseLimits) -> ManusConfig {
         config_for(&[(ManusTarget::Vida, &self.front)], limits)
     }
-}
 
-#[async_trait]
-impl Harness for ManusHarness {
-    async fn start() -> Self {
-        let prometheus = Prometheus::start(Fixture::Vida).await.unwrap();
+    /// The harness over `prometheus`.
+    pub(crate) async fn over(prometheus: Prometheus) -> Self {
         let front = ManusFront::start(
             "vida",
             &prometheus.url(),
@@ -96,6 +93,13 @@ impl Harness for ManusHarness {
             front,
             connector: ManusConnector::new().unwrap(),
         }
+    }
+}
+
+#[async_trait]
+impl Harness for ManusHarness {
+    async fn start() -> Self {
+        ManusHarness::over(Prometheus::start(Fixture::Vida).await.unwrap()).await
     }
 
     fn provider(&self) -> Provider {

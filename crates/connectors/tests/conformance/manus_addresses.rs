@@ -13,8 +13,8 @@ use evidence_result::{
     Discovery, FailureClass, Origin, PolicySource, Status, ToolResult, codes::known_code,
 };
 use evidence_test_support::{
-    APID_29213_END, APID_29213_START, CPU_CLUSTER, MEMORY_CLUSTER, ManusFront, ST_2865_END,
-    ST_2865_START, TIDB_CPU, VIDA_HOST_NAMES,
+    APID_29213_END, APID_29213_START, CPU_CLUSTER, Fixture, MEMORY_CLUSTER, ManusFront, Prometheus,
+    ST_2865_END, ST_2865_START, TIDB_CPU, VIDA_HOST_NAMES,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -28,9 +28,28 @@ use crate::manus::{ManusHarness, ManusOutput, config_for, policy, ref_keys_text,
 /// The `vida` target over its real Prometheus: the conformance harness's set-up.
 struct Vida(ManusHarness);
 
+/// Metadata whose help texts name instances of the fixture, as exporters do: a
+/// `metric_metadata` answer must seal them like any provider text.
+const ADDRESSED_METADATA: &str = "\
+# HELP process_cpu_seconds_total CPU time of the TiDB server at 10.21.1.17:10080, in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 1
+# HELP tidb_server_info Build of tidb-0.tidb-peer.tidb.svc:10080 and its peers.
+# TYPE tidb_server_info gauge
+tidb_server_info 1
+";
+
 impl Vida {
     async fn start() -> Self {
         Vida(<ManusHarness as Harness>::start().await)
+    }
+
+    /// Vida over a Prometheus that also serves [`ADDRESSED_METADATA`].
+    async fn with_metadata() -> Self {
+        let prometheus = Prometheus::start_with_metadata(Fixture::Vida, ADDRESSED_METADATA)
+            .await
+            .unwrap();
+        Vida(ManusHarness::over(prometheus).await)
     }
 
     fn config(&self) -> ManusConfig {
@@ -646,6 +665,8 @@ fn discovery(cpu: bool) -> impl Strategy<Value = Value> {
     let form = prop_oneof![
         Just(json!({"discover": "metric_names"})),
         Just(json!({"discover": "metric_names", "pattern": ".*"})),
+        Just(json!({"discover": "metric_metadata"})),
+        Just(json!({"discover": "metric_metadata", "pattern": "(process|tidb)_.*"})),
         Just(json!({"discover": "label_names"})),
         Just(json!({"discover": "series"})),
         label().prop_map(|l| json!({"discover": "label_values", "label": l})),
@@ -670,7 +691,8 @@ fn runner(cases: u32) -> TestRunner {
 }
 
 /// The sealing property for discovery answers: whatever the model asks for (every
-/// address-bearing label's values, the series' label sets, label names), no
+/// address-bearing label's values, the series' label sets, label names, the provider's
+/// help texts of names, which here name instances), no
 /// model-visible string holds a fixture address in any shape; the values of `instance`
 /// come back as references, and a reference a discovery listed binds a later query to
 /// its instance. 1,000 generated discoveries on one server.
@@ -681,11 +703,29 @@ fn no_address_leaves_a_discovery() {
         .enable_all()
         .build()
         .unwrap();
-    let vida = runtime.block_on(Vida::start());
+    let vida = runtime.block_on(Vida::with_metadata());
     let granted = |mut p: TrustedPolicy| {
         p.discovery = Some(DiscoveryGrant { max_items: 50 });
         p
     };
+    // Help texts that name instances come back sealed.
+    let described = runtime.block_on(vida.attempt(
+        &granted(apid()),
+        json!({"queryId": "described", "discover": "metric_metadata"}),
+    ));
+    assert_no_leak("described", &described);
+    let d = result_discovery(&described);
+    let metadata = d.metadata.as_ref().unwrap();
+    let help = |name: &str| {
+        metadata
+            .names
+            .iter()
+            .find(|m| m.name == name)
+            .and_then(|m| m.help.clone())
+            .unwrap_or_else(|| panic!("{name} has help: {}", described.text()))
+    };
+    assert!(help("process_cpu_seconds_total").starts_with("CPU time of the TiDB server at "));
+    assert!(help("tidb_server_info").starts_with("Build of "));
     // The instances a discovery lists are references a query can pass back.
     let listed = runtime.block_on(vida.attempt(
         &granted(apid()),

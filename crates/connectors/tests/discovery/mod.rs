@@ -63,7 +63,9 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
             let mut args = form.clone();
             args["queryId"] = json!("q");
             args["selector"] = json!(format!("{name}{{{}}}", matchers.join(",")));
-            let pattern = pattern.filter(|_| form["discover"] == "metric_names");
+            let pattern = pattern.filter(|_| {
+                form["discover"] == "metric_names" || form["discover"] == "metric_metadata"
+            });
             let mut raw: Vec<String> = matchers.iter().map(|m| (*m).to_owned()).collect();
             if let Some(p) = pattern {
                 args["pattern"] = json!(p);
@@ -103,6 +105,7 @@ fn selector() -> impl Strategy<Value = (Option<&'static str>, Vec<&'static str>)
 fn form() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(json!({"discover": "metric_names"})),
+        Just(json!({"discover": "metric_metadata"})),
         Just(json!({"discover": "label_names"})),
         Just(json!({"discover": "series"})),
         prop_oneof![

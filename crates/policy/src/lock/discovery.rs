@@ -48,6 +48,9 @@ pub enum DiscoveryForm {
     },
     /// The selector's series, as label sets (`/api/v1/series`).
     Series,
+    /// The metric names as [`DiscoveryForm::MetricNames`], and the provider's metadata
+    /// (`/api/v1/metadata`, global to the provider) of each name listed.
+    MetricMetadata,
 }
 
 impl DiscoveryForm {
@@ -58,7 +61,16 @@ impl DiscoveryForm {
             DiscoveryForm::LabelNames => "label_names",
             DiscoveryForm::LabelValues { .. } => "label_values",
             DiscoveryForm::Series => "series",
+            DiscoveryForm::MetricMetadata => "metric_metadata",
         }
+    }
+
+    /// True for the forms that list metric names (and take a name pattern).
+    pub fn lists_names(&self) -> bool {
+        matches!(
+            self,
+            DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata
+        )
     }
 }
 
@@ -109,7 +121,9 @@ impl LockedDiscovery {
     /// The Prometheus HTTP API path of the request, below the API root (`api/v1/...`).
     pub fn api_path(&self) -> String {
         match &self.form {
-            DiscoveryForm::MetricNames => "api/v1/label/__name__/values".to_owned(),
+            DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata => {
+                "api/v1/label/__name__/values".to_owned()
+            }
             DiscoveryForm::LabelNames => "api/v1/labels".to_owned(),
             DiscoveryForm::LabelValues { label } => format!("api/v1/label/{label}/values"),
             DiscoveryForm::Series => "api/v1/series".to_owned(),
@@ -128,7 +142,7 @@ impl LockedDiscovery {
     /// connectors run (as a range query of one point at the window's end, so every
     /// provider runs it as it runs a query):
     ///
-    /// - `metric_names`: `count by (__name__, <scope labels>) (last_over_time(<selector>[<window>s]))`;
+    /// - `metric_names` and `metric_metadata`: `count by (__name__, <scope labels>) (last_over_time(<selector>[<window>s]))`;
     /// - `label_values`: the same `by (<label>, <scope labels>)`, the selector requiring
     ///   the label (`<label>!=""`);
     /// - `label_names` and `series`: `last_over_time(<selector>[<window>s])`, every series
@@ -150,7 +164,7 @@ impl LockedDiscovery {
             format!("count by ({}) ({read})", labels.join(", "))
         };
         let expr = match &self.form {
-            DiscoveryForm::MetricNames => by("__name__"),
+            DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata => by("__name__"),
             DiscoveryForm::LabelValues { label } => by(label),
             DiscoveryForm::LabelNames | DiscoveryForm::Series => read,
         };
@@ -270,13 +284,13 @@ fn fail(code: Code, detail: String, hint: &str) -> Box<Failure> {
 
 fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, Box<Failure>> {
     let invalid = |detail: String, hint: &str| fail(Code::InvalidDiscovery, detail, hint);
-    let forms = "Write one of metric_names, label_names, label_values or series.";
+    let forms = "Write one of metric_names, metric_metadata, label_names, label_values or series.";
     let form = match obj.get("discover") {
         Some(Value::String(s)) => s.as_str(),
         None => {
             return Err(invalid(
                 "discover is missing".to_owned(),
-                "Say what to discover: metric_names, label_names, label_values or series.",
+                "Say what to discover: metric_names, metric_metadata, label_names, label_values or series.",
             ));
         }
         Some(other) => {
@@ -289,6 +303,7 @@ fn read_form(obj: &Map<String, Value>) -> Result<DiscoveryForm, Box<Failure>> {
     let label = obj.get("label");
     let form = match form {
         "metric_names" => DiscoveryForm::MetricNames,
+        "metric_metadata" => DiscoveryForm::MetricMetadata,
         "label_names" => DiscoveryForm::LabelNames,
         "series" => DiscoveryForm::Series,
         "label_values" => {
@@ -329,9 +344,9 @@ fn read_pattern(
     let invalid = |detail: String, hint: &str| fail(Code::InvalidPattern, detail, hint);
     match obj.get("pattern") {
         None | Some(Value::Null) => Ok(None),
-        Some(_) if *form != DiscoveryForm::MetricNames => Err(invalid(
+        Some(_) if !form.lists_names() => Err(invalid(
             format!(
-                "pattern belongs to metric_names only, not to {}",
+                "pattern belongs to metric_names and metric_metadata only, not to {}",
                 form.name()
             ),
             "Remove pattern, or put a matcher in the selector.",
