@@ -68,7 +68,10 @@ struct Env {
 
 impl Env {
     async fn start() -> Self {
-        let prometheus = Prometheus::start(Fixture::Main).await.unwrap();
+        Self::over(Prometheus::start(Fixture::Main).await.unwrap()).await
+    }
+
+    async fn over(prometheus: Prometheus) -> Self {
         let grafana = GrafanaFront::start(&prometheus.url()).await.unwrap();
         Env {
             _prometheus: prometheus,
@@ -590,7 +593,15 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
 #[tokio::test]
 async fn each_discovery_form_runs_through_the_grafana_page() {
     let slot = BrowserSlot::acquire().await;
-    let env = Env::start().await;
+    let exposition = "\
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 1
+";
+    let prometheus = Prometheus::start_with_metadata(Fixture::Main, exposition)
+        .await
+        .unwrap();
+    let env = Env::over(prometheus).await;
     let (driver, config, secrets) = env.session_parts(&slot).await;
     let connector = WetechConnector::new();
     let mut granted = policy();
@@ -652,6 +663,53 @@ async fn each_discovery_form_runs_through_the_grafana_page() {
     assert_eq!(s["columns"], json!(["__name__", "instance", "job"]), "{s}");
     assert_eq!(env.proxy_requests(), 4);
 
+    // The provider's metadata of the listed names: a GET each through the proxy.
+    let described = run(json!({"queryId": "tidb_cpu", "discover": "metric_metadata",
+                               "pattern": "process_.*"}))
+    .await;
+    let m = rows(&described);
+    assert_eq!(
+        m["rows"],
+        json!([
+            ["process_cpu_seconds_total", 56],
+            ["process_resident_memory_bytes", 12]
+        ])
+    );
+    let d = described.details().discovery.clone().unwrap();
+    assert_eq!(
+        serde_json::to_value(d.metadata.as_ref().unwrap()).unwrap(),
+        json!({"source": "provider_global", "without": 1, "names": [
+            {"name": "process_cpu_seconds_total", "type": "counter",
+             "help": "Total user and system CPU time spent in seconds."}]}),
+        "{}",
+        described.text()
+    );
+    let metadata_path = env
+        .grafana
+        .query_range_path()
+        .replace("query_range", "metadata");
+    let asked: Vec<(String, Option<String>)> = env
+        .grafana
+        .requests()
+        .iter()
+        .filter(|r| r.path == metadata_path)
+        .map(|r| (r.method.clone(), r.param("metric").map(str::to_owned)))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (
+                "GET".to_owned(),
+                Some("process_cpu_seconds_total".to_owned())
+            ),
+            (
+                "GET".to_owned(),
+                Some("process_resident_memory_bytes".to_owned())
+            )
+        ]
+    );
+    assert_eq!(env.proxy_requests(), 5);
+
     // A Grafana front that drops the scope matcher answers for every cluster: refused.
     env.grafana.faults().set_fault(Fault::IgnoreScope {
         label: "cluster_id",
@@ -672,7 +730,7 @@ async fn each_discovery_form_runs_through_the_grafana_page() {
     )
     .unwrap_err();
     assert_eq!(refused.code().as_str(), "discovery_not_granted");
-    assert_eq!(env.proxy_requests(), 5);
+    assert_eq!(env.proxy_requests(), 6);
     drop(driver);
     drop(slot);
 }

@@ -21,22 +21,22 @@ const GOLDEN: [(&str, &str, &str); 4] = [
     (
         "managed_auto_oncall_clinic",
         "v2",
-        "sha256:5b17fecaffc71f3ed56fa75c90bef35a632bb8a47a44085a6e0be8e4ce16a217",
+        "sha256:bac79b6b0c973a2858e02849e7a60832d7ea8eadb37c73cfcec1618cf944993b",
     ),
     (
         "managed_auto_oncall_clinic",
         "v3",
-        "sha256:07baa724c788f841875071fe80ec277b1ed1f701f2bcea872f9ae787d3687fa0",
+        "sha256:5b55841f4a7c8324c11e85e76261970dae9a0709d77d26a20e031d4278da90e0",
     ),
     (
         "managed_auto_oncall_manus",
         "v2",
-        "sha256:e490b2ae6f5d13a8bc43d98af2d256e219f892c63280a14211cf1e268a2f22b7",
+        "sha256:e158056239c8f23c003bb189b7fde4711a7841e7567901b42573f0300a02a5d5",
     ),
     (
         "managed_auto_oncall_wetech",
         "v2",
-        "sha256:9ffc595295ef1e64d7a3a4e700e9767c81a152c1d3da23e1f6580fcc590f919d",
+        "sha256:ae1ce5b986b52a0bf2af638d66b4815ca2547b502effe201ba612908bd3ccd3a",
     ),
 ];
 

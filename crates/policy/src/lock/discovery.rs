@@ -616,6 +616,16 @@ mod tests {
                 "count by (__name__, cluster_id) (last_over_time({{__name__=~\"tikv_.*\",cluster_id=\"{id}\"}}[{window}s]))"
             )
         );
+        // metric_metadata counts the names the same way; only its form differs (and so
+        // its digest): the connectors then ask the metadata of the names it lists.
+        let described = q(json!({"queryId": "q", "discover": "metric_metadata",
+                                 "pattern": "tikv_.*"}));
+        assert_eq!(described.expr, names.expr);
+        assert_ne!(described.request_digest, names.request_digest);
+        assert_eq!(
+            described.discovery.unwrap().form,
+            DiscoveryForm::MetricMetadata
+        );
         // One point, at the window's end, reading the window and nothing before it.
         assert_eq!(
             (names.start, names.end),
