@@ -18,7 +18,10 @@ It makes the venv of `benches/side_by_side.py` (the peer 1.6.2, the official MCP
    `curl` POSTing the same request (the query a discovery runs, built here from the
    answer's selector and window as the tool builds it) with the same token to the same
    front. The median of the pair ratios (goal: at most 1.2x). Each answer is checked:
-   the tool's `total` equals the number of names `curl`'s answer holds.
+   the tool's `total` equals the number of names `curl`'s answer holds. The same for
+   `{"discover": "metric_metadata"}`: the tool (the count query, then one metadata `GET`
+   per listed name, at most 4 at once) against one `curl` process making the same
+   requests one after the other on one connection (`--next`).
 2. **Tokens** of "which TiKV metrics does the cluster have" for ST-2865 (`SaaS02`, its
    60-minute window): ours (`metric_names`, pattern `tikv_.*`); the peer's
    `list_metrics` over its MCP session on the same Prometheus; and the bare
@@ -64,6 +67,7 @@ LATENCY_GOAL = 1.2
 FLAT_GOAL = 1.10
 RSS_GOAL_KIB = 64 * 1024
 NAMES = {"queries": [{"queryId": "metric_names", "discover": "metric_names"}]}
+METADATA = {"queries": [{"queryId": "metric_metadata", "discover": "metric_metadata"}]}
 TIKV = {"queries": [{"queryId": "tikv_metrics", "discover": "metric_names", "pattern": "tikv_.*"}]}
 THREADS = {"queries": [{"queryId": "thread_ids", "discover": "label_values", "label": "tid"}]}
 
@@ -103,6 +107,37 @@ def curl(q: dict, expr: str, at: int, step: int) -> tuple[float, int]:
     )
     wall = time.perf_counter() - t0
     return wall, len(json.loads(out.stdout)["data"]["result"])
+
+
+def curl_with_metadata(q: dict, expr: str, at: int, step: int, names: list) -> float:
+    """One `curl` process: the count query, then the metadata `GET` of each name."""
+    metadata_url = q["query_range_url"].replace("/query_range", "/metadata")
+    auth = ["-H", f"Authorization: Bearer {q['token']}"]
+    args = ["curl", "-sS", "--fail", *auth, "--data-urlencode", f"query={expr}",
+            "--data-urlencode", f"start={at}", "--data-urlencode", f"end={at}",
+            "--data-urlencode", f"step={step}", q["query_range_url"]]
+    for name in names:
+        args += ["--next", "-sS", "--fail", *auth, "-G", "--data-urlencode", f"metric={name}",
+                 metadata_url]
+    t0 = time.perf_counter()
+    subprocess.run(args, capture_output=True, check=True)
+    return time.perf_counter() - t0
+
+
+def metadata_latency(binary: str, q: dict, pairs: int) -> dict:
+    _, first = tool(binary, q["env"], METADATA)
+    discovery = first["item"]["discovery"]
+    names = [row[0] for row in discovery["rows"]]
+    meta = discovery["metadata"]
+    if meta["source"] != "provider_global" or len(meta.get("names", [])) + meta["without"] != len(names):
+        raise RuntimeError(f"the metadata does not count the listed names: {first['text'][:600]}")
+    expr, at, step = count_query(discovery, "cluster_id")
+    ours, theirs = [], []
+    for _ in range(pairs):
+        ours.append(tool(binary, q["env"], METADATA)[0])
+        theirs.append(curl_with_metadata(q, expr, at, step, names))
+    return {"ours": ours, "curl": theirs, "names": len(names),
+            "ratio": statistics.median([o / c for o, c in zip(ours, theirs)])}
 
 
 def latency(binary: str, q: dict, pairs: int) -> dict:
@@ -236,6 +271,7 @@ def main() -> int:
         packaged = setup["tool"]
         apid = next(x for x in setup["queries"] if x["name"] == "tidb_cpu")
         lat = latency(packaged, apid, opts.pairs)
+        meta = metadata_latency(packaged, apid, opts.pairs)
         token_rows = tokens(packaged, setup)
         prec = precision(setup["prometheus_url"], apid, opts.pairs)
     finally:
@@ -253,6 +289,10 @@ def main() -> int:
     print(f"| discovery `metric_names` ({lat['names']} names), one-shot process / `curl` | "
           f"{ms(lat['ours'])} | {ms(lat['curl'])} | {lat['ratio']:.2f}x | <= {LATENCY_GOAL}x: "
           f"{verdict(lat['ratio'] <= LATENCY_GOAL)} |")
+    print(f"| discovery `metric_metadata` ({meta['names']} names: the query and {meta['names']} "
+          f"metadata GETs), one-shot process / one `curl` of the same requests | "
+          f"{ms(meta['ours'])} | {ms(meta['curl'])} | {meta['ratio']:.2f}x | <= {LATENCY_GOAL}x: "
+          f"{verdict(meta['ratio'] <= LATENCY_GOAL)} |")
     print("\n| which TiKV metrics exist (ST-2865, SaaS02) | bytes | cl100k_base tokens | names another cluster's TiKV metric |")
     print("| --- | --- | --- | --- |")
     for r in token_rows:
@@ -270,7 +310,7 @@ def main() -> int:
     rss_ok = all(m["rss_kib"] <= RSS_GOAL_KIB for m in mem)
     print(f"\n20,000 / 5,000 values peak RSS: {flat:.2f}x (goal <= {FLAT_GOAL}x: {verdict(flat <= FLAT_GOAL)}); "
           f"<= 64 MiB: {verdict(rss_ok)}")
-    failed = lat["ratio"] > LATENCY_GOAL or flat > FLAT_GOAL or not rss_ok
+    failed = lat["ratio"] > LATENCY_GOAL or meta["ratio"] > LATENCY_GOAL or flat > FLAT_GOAL or not rss_ok
     return 1 if failed else 0
 
 

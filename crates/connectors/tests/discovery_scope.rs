@@ -22,6 +22,27 @@ mod scope;
 use discovery::{Case, case, get, granted};
 use scope::committed_scope;
 
+/// The Prometheus index endpoint of a locked discovery, below the API root.
+fn api_path(locked: &LockedDiscovery) -> String {
+    match &locked.form {
+        DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata => {
+            "api/v1/label/__name__/values".to_owned()
+        }
+        DiscoveryForm::LabelNames => "api/v1/labels".to_owned(),
+        DiscoveryForm::LabelValues { label } => format!("api/v1/label/{label}/values"),
+        DiscoveryForm::Series => "api/v1/series".to_owned(),
+    }
+}
+
+/// The index endpoint's parameters: the one `match[]` selector and the window.
+fn params(locked: &LockedDiscovery) -> [(&'static str, String); 3] {
+    [
+        ("match[]", locked.selector.clone()),
+        ("start", locked.start.as_second().to_string()),
+        ("end", locked.end.as_second().to_string()),
+    ]
+}
+
 /// What the locked request's answer should be: from the series of `raw` (the model's
 /// selector and pattern, no scope), those of cluster `SaaS01`.
 fn ground_truth(
@@ -30,7 +51,7 @@ fn ground_truth(
     locked: &LockedDiscovery,
     raw: &str,
 ) -> BTreeSet<String> {
-    let [_, start, end] = locked.params();
+    let [_, start, end] = params(&locked);
     let series = get(
         rt,
         base,
@@ -58,7 +79,7 @@ fn ground_truth(
 
 /// The locked request's answer, from Prometheus itself.
 fn answer(rt: &tokio::runtime::Runtime, base: &str, locked: &LockedDiscovery) -> BTreeSet<String> {
-    let data = get(rt, base, &locked.api_path(), &locked.params());
+    let data = get(rt, base, &api_path(locked), &params(locked));
     data.as_array()
         .unwrap()
         .iter()
@@ -119,7 +140,7 @@ fn each_discovery_form_answers_exactly_its_scope_on_real_prometheus() {
                     | DiscoveryForm::LabelValues { .. }
             ) {
                 let query = locked.query().expr;
-                let [_, _, end] = locked.params();
+                let [_, _, end] = params(&locked);
                 let counted = get(
                     &rt,
                     &base,
@@ -148,9 +169,9 @@ fn each_discovery_form_answers_exactly_its_scope_on_real_prometheus() {
                     &base,
                     "api/v1/series",
                     &[
-                        locked.params()[0].clone(),
-                        locked.params()[1].clone(),
-                        locked.params()[2].clone(),
+                        params(&locked)[0].clone(),
+                        params(&locked)[1].clone(),
+                        params(&locked)[2].clone(),
                     ],
                 );
                 for (key, n) in &counts {

@@ -118,18 +118,6 @@ pub struct DiscoveryAsk {
 }
 
 impl LockedDiscovery {
-    /// The Prometheus HTTP API path of the request, below the API root (`api/v1/...`).
-    pub fn api_path(&self) -> String {
-        match &self.form {
-            DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata => {
-                "api/v1/label/__name__/values".to_owned()
-            }
-            DiscoveryForm::LabelNames => "api/v1/labels".to_owned(),
-            DiscoveryForm::LabelValues { label } => format!("api/v1/label/{label}/values"),
-            DiscoveryForm::Series => "api/v1/series".to_owned(),
-        }
-    }
-
     /// The window in seconds (at least 1).
     fn window_seconds(&self) -> i64 {
         self.end
@@ -186,15 +174,6 @@ impl LockedDiscovery {
                 scope: self.scope.clone(),
             }),
         }
-    }
-
-    /// The query parameters: the one `match[]` selector and the window in Unix seconds.
-    pub fn params(&self) -> [(&'static str, String); 3] {
-        [
-            ("match[]", self.selector.clone()),
-            ("start", self.start.as_second().to_string()),
-            ("end", self.end.as_second().to_string()),
-        ]
     }
 }
 
@@ -562,7 +541,6 @@ mod tests {
         let id = clinic().cluster.id;
         let none = locked(json!({"queryId": "q", "discover": "metric_names"})).unwrap();
         assert_eq!(none.selector, format!("{{cluster_id=\"{id}\"}}"));
-        assert_eq!(none.api_path(), "api/v1/label/__name__/values");
         assert_eq!(none.max_items, 20);
         let job = locked(json!({"queryId": "q", "discover": "label_names",
                                 "selector": "{job=\"tikv\"}"}))
@@ -581,15 +559,11 @@ mod tests {
         let values = locked(json!({"queryId": "q", "discover": "label_values",
                                    "label": "instance", "selector": "tikv_engine_size_bytes"}))
         .unwrap();
-        assert_eq!(values.api_path(), "api/v1/label/instance/values");
         assert_eq!(
             values.selector,
             format!("tikv_engine_size_bytes{{cluster_id=\"{id}\",instance!=\"\"}}")
         );
-        let [(m, sel), (s, start), (e, end)] = values.params();
-        assert_eq!((m, s, e), ("match[]", "start", "end"));
-        assert_eq!(sel, values.selector);
-        assert!(start.parse::<i64>().unwrap() < end.parse::<i64>().unwrap());
+        assert!(values.start < values.end);
         // Distinct requests, distinct digests; the same request, the same digest.
         let series = locked(json!({"queryId": "q", "discover": "series",
                                    "selector": "tikv_engine_size_bytes"}))
