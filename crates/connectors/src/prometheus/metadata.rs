@@ -3,8 +3,11 @@
 //! is global to the provider. So it is asked one listed name at a time (`metric=<name>`,
 //! names the scoped query found, never a name the model wrote), each answer read whole
 //! under a small bound, its text redacted and cut to bounds, and put beside the rows
-//! marked `provider_global`. A name the provider has no metadata for, or whose request
-//! failed, counts in `without`; failures are summed in one warning and never fail the
+//! marked `provider_global`. Prometheus keys the metadata of a histogram, a summary
+//! and an OpenMetrics counter or info by the family name, which its series extend
+//! (`x_bucket`, `x_count`, `x_sum`, `x_total`, `x_created`, `x_info`): when a listed
+//! name has no entry and ends in such a suffix, the family name is asked next. A name
+//! the provider has no metadata for, or whose request failed, counts in `without`; failures are summed in one warning and never fail the
 //! discovery, whose rows stand on their own.
 
 use std::collections::HashMap;
@@ -84,9 +87,20 @@ pub(crate) fn names_to_ask(answer: &Answer) -> Vec<String> {
     }
 }
 
+/// The suffixes by which a series name extends its metric family's name.
+const FAMILY_SUFFIXES: [&str; 6] = ["_bucket", "_count", "_sum", "_total", "_created", "_info"];
+
+/// The family name `name` extends, when it ends in one of [`FAMILY_SUFFIXES`].
+fn family_of(name: &str) -> Option<&str> {
+    FAMILY_SUFFIXES
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .filter(|family| !family.is_empty())
+}
+
 /// `answer` with the metadata of its listed names, each fetched by `fetch` (at most
-/// [`METADATA_CONCURRENCY`] at once, all within `deadline`). Any other answer comes back
-/// as it is, nothing fetched.
+/// [`METADATA_CONCURRENCY`] names at once, all within `deadline`; a name's family name
+/// after it when it has none). Any other answer comes back as it is, nothing fetched.
 pub(crate) async fn complete_metadata<F, Fut>(
     answer: Answer,
     mapper: &ResponseMapper,
@@ -104,11 +118,15 @@ where
     if names.is_empty() {
         return Answer::Discovery(discovery);
     }
+    let fetch = &fetch;
     let pending: Vec<_> = names
         .into_iter()
-        .map(|name| {
-            let fetched = fetch(name.clone());
-            async move { (name, fetched.await) }
+        .map(|name| async move {
+            let mut found = read(&name, fetch(name.clone()).await);
+            if let (Ok(None), Some(family)) = (&found, family_of(&name)) {
+                found = read(family, fetch(family.to_owned()).await);
+            }
+            (name, found)
         })
         .collect();
     let all = futures::stream::iter(pending)
@@ -182,10 +200,10 @@ fn text(mapper: &ResponseMapper, value: Option<String>, max: usize) -> Option<St
     Some(bounded)
 }
 
-/// Puts what was fetched into `discovery`'s metadata, then fits it again.
+/// Puts what was read into `discovery`'s metadata, then fits it again.
 fn attach(
     discovery: &mut Discovery,
-    fetched: Vec<(String, Result<RawResponse, ConnectorError>)>,
+    fetched: Vec<(String, Result<Option<Entry>, String>)>,
     mapper: &ResponseMapper,
 ) {
     let Some(metadata) = &mut discovery.metadata else {
@@ -194,7 +212,7 @@ fn attach(
     let (mut failed, mut first_failure) = (0usize, None);
     let mut names = Vec::new();
     for (name, result) in fetched {
-        match read(&name, result) {
+        match result {
             Ok(Some(entry)) => names.push(NameMetadata {
                 metric_type: text(mapper, entry.metric_type, MAX_WORD_CHARS),
                 unit: text(mapper, entry.unit, MAX_WORD_CHARS),
@@ -391,6 +409,50 @@ mod tests {
             )
         );
         assert_eq!(at("https://c.example/v2/SaaS01/range"), None);
+    }
+
+    #[tokio::test]
+    async fn a_series_of_a_family_reads_the_family_s_metadata() {
+        let asked = std::sync::Mutex::new(Vec::new());
+        let answer = complete_metadata(
+            Answer::Discovery(listed(&["rpc_seconds_bucket", "up_total", "plain"])),
+            &mapper(),
+            &Deadline::none(),
+            |name| {
+                asked.lock().unwrap().push(name.clone());
+                let body = match name.as_str() {
+                    "rpc_seconds" => {
+                        r#"{"status":"success","data":{"rpc_seconds":[
+                        {"type":"histogram","help":"RPC latency.","unit":""}]}}"#
+                    }
+                    "up_total" => {
+                        r#"{"status":"success","data":{"up_total":[
+                        {"type":"counter","help":"Its own entry.","unit":""}]}}"#
+                    }
+                    _ => r#"{"status":"success","data":{}}"#,
+                };
+                async move { ok(body) }
+            },
+        )
+        .await;
+        let Answer::Discovery(d) = answer else {
+            panic!("a discovery")
+        };
+        d.check().unwrap();
+        let mut asked = asked.lock().unwrap().clone();
+        asked.sort();
+        assert_eq!(
+            asked,
+            ["plain", "rpc_seconds", "rpc_seconds_bucket", "up_total"],
+            "the family only where the name has none and a suffix"
+        );
+        let m = d.metadata.unwrap();
+        assert_eq!(m.names[0].name, "rpc_seconds_bucket");
+        assert_eq!(m.names[0].metric_type.as_deref(), Some("histogram"));
+        assert_eq!(m.names[1].help.as_deref(), Some("Its own entry."));
+        assert_eq!(m.without, 1);
+        assert_eq!(family_of("_total"), None);
+        assert_eq!(family_of("x_info"), Some("x"));
     }
 
     #[tokio::test]
