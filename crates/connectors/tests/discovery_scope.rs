@@ -51,7 +51,7 @@ fn ground_truth(
     locked: &LockedDiscovery,
     raw: &str,
 ) -> BTreeSet<String> {
-    let [_, start, end] = params(&locked);
+    let [_, start, end] = params(locked);
     let series = get(
         rt,
         base,
