@@ -193,11 +193,12 @@ impl ClinicSecrets {
 /// bearer token. Items come back in request order, each with its own status and
 /// request digest; the batch status is `ok`, `partial` or `error`. A `metric_metadata`
 /// discovery then asks the provider's metadata of each name it lists, one `GET` of
-/// `.../metadata?metric=<name>` beside the query path, with the same token. The batch shares the
-/// call's one deadline: an item still running when it passes, and every item not sent
-/// yet, answers a typed `clinic_timeout`; the items already answered keep their results. An execution-time
-/// rejection is `clinic_http_422` with the provider's complete text and a same-turn
-/// correction. Redirects are never followed (they could leave the allowlist).
+/// `.../metadata?metric=<name>` beside the query path, with the same token. The batch
+/// shares the call's one deadline: an item still running when it passes, and every item
+/// not sent yet, answers a typed `clinic_timeout`; the items already answered keep their
+/// results. An execution-time rejection is `clinic_http_422` with the provider's
+/// complete text and a same-turn correction. Redirects are never followed (they could
+/// leave the allowlist).
 #[derive(Debug, Clone)]
 pub struct ClinicConnector {
     client: reqwest::Client,
