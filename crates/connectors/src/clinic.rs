@@ -338,19 +338,10 @@ impl Run<'_> {
     /// `GET` each beside the query path with the same token (other answers unchanged).
     async fn metadata(&self, answer: Answer) -> Answer {
         let timeout = self.config.limits.timeout;
-        complete_metadata(answer, self.mapper, self.deadline, |name| async move {
-            let Some(url) = &self.metadata_url else {
-                return Err(ConnectorError::Config(
-                    "the Clinic query path does not end in /query_range, so it names no \
-                     metadata path"
-                        .to_owned(),
-                ));
-            };
-            let request = self
-                .client
-                .get(url.clone())
-                .bearer_auth(self.token.expose_secret());
-            fetch_metadata(request, &name, timeout).await
+        let at = self.metadata_url.as_ref();
+        complete_metadata(answer, self.mapper, self.deadline, at, |url| {
+            let request = self.client.get(url).bearer_auth(self.token.expose_secret());
+            fetch_metadata(request, timeout)
         })
         .await
     }

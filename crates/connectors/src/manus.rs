@@ -408,24 +408,14 @@ impl ManusConnector {
         let fetched = match fetched {
             Ok(answer) => {
                 let limit = config.limits.timeout;
-                let ask = |name: String| {
-                    let request = metadata_at.clone().map(|url| {
-                        self.client
-                            .get(url)
-                            .header(plan.header.clone(), session.clone())
-                    });
-                    async move {
-                        match request {
-                            Some(request) => fetch_metadata(request, &name, limit).await,
-                            None => Err(ConnectorError::Config(
-                                "the Manus query path does not end in /query_range, so it \
-                                 names no metadata path"
-                                    .to_owned(),
-                            )),
-                        }
-                    }
+                let ask = |url| {
+                    let request = self
+                        .client
+                        .get(url)
+                        .header(plan.header.clone(), session.clone());
+                    fetch_metadata(request, limit)
                 };
-                Ok(complete_metadata(answer, mapper, deadline, ask).await)
+                Ok(complete_metadata(answer, mapper, deadline, metadata_at.as_ref(), ask).await)
             }
             Err(failure) => Err(failure),
         };

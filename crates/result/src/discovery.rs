@@ -100,6 +100,16 @@ pub enum Cell {
     Text(Option<String>),
 }
 
+impl Cell {
+    /// The text of a text cell (`None` for a count or an absent label).
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Cell::Text(t) => t.as_deref(),
+            Cell::Count(_) => None,
+        }
+    }
+}
+
 /// The metric names that share a prefix (the part before the first `_`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -227,10 +237,7 @@ impl Discovery {
                 let listed: Vec<Option<&str>> = self
                     .rows
                     .iter()
-                    .map(|r| match r.first() {
-                        Some(Cell::Text(t)) => t.as_deref(),
-                        _ => None,
-                    })
+                    .map(|r| r.first().and_then(Cell::as_text))
                     .collect();
                 if m.names
                     .iter()

@@ -143,16 +143,7 @@ async fn metadata(
     if let Some(refused) = refusal(&state, &headers, &cluster_id) {
         return refused;
     }
-    state
-        .upstream
-        .forward(
-            Method::GET,
-            "/api/v1/metadata",
-            uri.query(),
-            &headers,
-            Bytes::new(),
-        )
-        .await
+    state.upstream.forward_metadata(uri.query(), &headers).await
 }
 
 async fn query_range(

@@ -491,6 +491,23 @@ impl Upstream {
             .await
     }
 
+    /// Forwards a `GET` of the metadata path (its query string) to Prometheus' global
+    /// `/api/v1/metadata`, as [`Upstream::forward`] does.
+    pub(crate) async fn forward_metadata(
+        &self,
+        query: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Response {
+        self.forward(
+            Method::GET,
+            "/api/v1/metadata",
+            query,
+            headers,
+            Bytes::new(),
+        )
+        .await
+    }
+
     /// Forwards a request to `path` on Prometheus, with the same method, query string,
     /// content type and body, and passes status, content type and body back. When
     /// Prometheus does not answer (killed), answers 502.

@@ -332,10 +332,7 @@ async fn datasource_proxy(
                 json!({"message": "non allow-listed POSTs not allowed on proxied Prometheus datasource"}),
             );
         }
-        return state
-            .upstream
-            .forward(method, "/api/v1/metadata", uri.query(), &headers, body)
-            .await;
+        return state.upstream.forward_metadata(uri.query(), &headers).await;
     }
     if uid != state.datasource_uid || rest != "api/v1/query_range" {
         return json_error(

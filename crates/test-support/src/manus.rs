@@ -201,16 +201,7 @@ async fn metadata(State(state): State<Arc<ManusState>>, uri: Uri, headers: Heade
     if let Some(refused) = refusal(&state, &headers) {
         return refused;
     }
-    state
-        .upstream
-        .forward(
-            Method::GET,
-            "/api/v1/metadata",
-            uri.query(),
-            &headers,
-            Bytes::new(),
-        )
-        .await
+    state.upstream.forward_metadata(uri.query(), &headers).await
 }
 
 async fn query_range(

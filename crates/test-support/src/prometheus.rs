@@ -99,11 +99,17 @@ impl Prometheus {
     ///
     /// Fails with the install command when `prometheus` or `promtool` is missing.
     pub async fn start(fixture: Fixture) -> Result<Self, TestSupportError> {
-        find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
-        let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
-            .await
-            .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        let blocks = Self::blocks_of(fixture).await?;
         Self::start_on(blocks, Some(fixture), None).await
+    }
+
+    /// The cached blocks of `fixture` (built on first use); fails with the install
+    /// command when `prometheus` is missing.
+    async fn blocks_of(fixture: Fixture) -> Result<PathBuf, TestSupportError> {
+        find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
+        tokio::task::spawn_blocking(move || fixture_blocks(fixture))
+            .await
+            .map_err(|e| TestSupportError::Task(e.to_string()))?
     }
 
     /// [`Prometheus::start`], and a loopback target serving `exposition` (the text
@@ -117,10 +123,7 @@ impl Prometheus {
         fixture: Fixture,
         exposition: &str,
     ) -> Result<Self, TestSupportError> {
-        find_program("prometheus", &["/usr/bin"], PROMETHEUS_INSTALL)?;
-        let blocks = tokio::task::spawn_blocking(move || fixture_blocks(fixture))
-            .await
-            .map_err(|e| TestSupportError::Task(e.to_string()))??;
+        let blocks = Self::blocks_of(fixture).await?;
         let text = exposition.to_owned();
         let router = axum::Router::new().route(
             "/metrics",

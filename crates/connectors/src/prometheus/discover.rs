@@ -259,10 +259,7 @@ fn pop_row(discovery: &mut Discovery) -> bool {
     };
     discovery.more += 1;
     if let Some(metadata) = &mut discovery.metadata {
-        let name = match row.first() {
-            Some(Cell::Text(Some(name))) => Some(name.as_str()),
-            _ => None,
-        };
+        let name = row.first().and_then(Cell::as_text);
         match metadata
             .names
             .iter()

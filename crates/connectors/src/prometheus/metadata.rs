@@ -7,8 +7,9 @@
 //! and an OpenMetrics counter or info by the family name, which its series extend
 //! (`x_bucket`, `x_count`, `x_sum`, `x_total`, `x_created`, `x_info`): when a listed
 //! name has no entry and ends in such a suffix, the family name is asked next. A name
-//! the provider has no metadata for, or whose request failed, counts in `without`; failures are summed in one warning and never fail the
-//! discovery, whose rows stand on their own.
+//! the provider has no metadata for, or whose request failed, counts in `without`;
+//! failures are summed in one warning and never fail the discovery, whose rows stand on
+//! their own.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -40,11 +41,6 @@ pub const MAX_WORD_CHARS: usize = 32;
 /// How many metadata requests of one discovery run at once.
 pub const METADATA_CONCURRENCY: usize = 4;
 
-/// The query parameter of the metadata request for `name` (a listed name).
-pub(crate) fn metadata_params(name: &str) -> [(&'static str, String); 1] {
-    [("metric", name.to_owned())]
-}
-
 /// The metadata URL beside a `query_range` URL: the same Prometheus API root, so the
 /// same host, scope path and credentials. `None` when the URL does not end in
 /// `/query_range` (then no metadata is asked).
@@ -56,19 +52,25 @@ pub(crate) fn metadata_url(query_url: &Url) -> Option<Url> {
     Some(url)
 }
 
-/// The metadata of `name` over HTTP: `request` (a `GET` of [`metadata_url`] with the
-/// call's credentials) with the name as its parameter, read whole under
-/// [`METADATA_BODY_BYTES`] within `timeout`.
+/// One metadata request over HTTP: `request` (a `GET` of a URL [`complete_metadata`]
+/// gave, with the call's credentials) read whole under [`METADATA_BODY_BYTES`] within
+/// `timeout`.
 pub(crate) async fn fetch_http(
     request: reqwest::RequestBuilder,
-    name: &str,
     timeout: Duration,
 ) -> Result<RawResponse, ConnectorError> {
     let limits = ResponseLimits {
         max_body_bytes: METADATA_BODY_BYTES,
         timeout,
     };
-    fetch(request.query(&metadata_params(name)), &limits).await
+    fetch(request, &limits).await
+}
+
+/// The metadata URL of `name`: `at` with `metric=<name>`.
+fn url_of(at: &Url, name: &str) -> Url {
+    let mut url = at.clone();
+    url.query_pairs_mut().append_pair("metric", name);
+    url
 }
 
 /// The names whose metadata `answer` needs: the listed rows of a `metric_metadata`
@@ -78,10 +80,7 @@ pub(crate) fn names_to_ask(answer: &Answer) -> Vec<String> {
         Answer::Discovery(d) if d.discover == DiscoveryKind::MetricMetadata => d
             .rows
             .iter()
-            .filter_map(|r| match r.first() {
-                Some(Cell::Text(Some(name))) => Some(name.clone()),
-                _ => None,
-            })
+            .filter_map(|r| r.first().and_then(Cell::as_text).map(str::to_owned))
             .collect(),
         _ => Vec::new(),
     }
@@ -98,17 +97,20 @@ fn family_of(name: &str) -> Option<&str> {
         .filter(|family| !family.is_empty())
 }
 
-/// `answer` with the metadata of its listed names, each fetched by `fetch` (at most
-/// [`METADATA_CONCURRENCY`] names at once, all within `deadline`; a name's family name
-/// after it when it has none). Any other answer comes back as it is, nothing fetched.
+/// `answer` with the metadata of its listed names: `fetch` gets each name's URL, the
+/// metadata URL `at` (from [`metadata_url`]) with `metric=<name>`, at most
+/// [`METADATA_CONCURRENCY`] names at once, all within `deadline`, and a name's family
+/// name after it when it has none. With no `at` nothing is sent and the warning says
+/// so. Any other answer comes back as it is, nothing fetched.
 pub(crate) async fn complete_metadata<F, Fut>(
     answer: Answer,
     mapper: &ResponseMapper,
     deadline: &Deadline,
+    at: Option<&Url>,
     fetch: F,
 ) -> Answer
 where
-    F: Fn(String) -> Fut,
+    F: Fn(Url) -> Fut,
     Fut: Future<Output = Result<RawResponse, ConnectorError>>,
 {
     let names = names_to_ask(&answer);
@@ -118,13 +120,22 @@ where
     if names.is_empty() {
         return Answer::Discovery(discovery);
     }
+    let Some(at) = at else {
+        let why = "the query path does not end in /query_range, so it names no metadata path";
+        let fetched = names
+            .into_iter()
+            .map(|n| (n, Err(why.to_owned())))
+            .collect();
+        attach(&mut discovery, fetched, mapper);
+        return Answer::Discovery(discovery);
+    };
     let fetch = &fetch;
     let pending: Vec<_> = names
         .into_iter()
         .map(|name| async move {
-            let mut found = read(&name, fetch(name.clone()).await);
+            let mut found = read(&name, fetch(url_of(at, &name)).await);
             if let (Ok(None), Some(family)) = (&found, family_of(&name)) {
-                found = read(family, fetch(family.to_owned()).await);
+                found = read(family, fetch(url_of(at, family)).await);
             }
             (name, found)
         })
@@ -226,18 +237,17 @@ fn attach(
             }
         }
     }
-    metadata.without = (discovery.rows.len() - names.len().min(discovery.rows.len())) as u64;
+    metadata.without = discovery.rows.len().saturating_sub(names.len()) as u64;
     metadata.names = names;
-    if let Some(why) = first_failure {
-        let mut warning = mapper.redactor().redact(&format!(
+    let warning = first_failure.map(|why| {
+        format!(
             "the provider's metadata of {failed} listed names could not be read (first: {why}); \
              they count in metadata.without, the names and counts stand"
-        ));
-        let mut bounded = bounded_to(&warning, 2 * MAX_HELP_CHARS).into_owned();
-        mapper.cut_tail(&mut bounded);
-        warning = bounded;
-        discovery.warnings.push(warning);
-    }
+        )
+    });
+    discovery
+        .warnings
+        .extend(text(mapper, warning, 2 * MAX_HELP_CHARS));
     discover::fit(discovery);
 }
 
@@ -288,6 +298,18 @@ mod tests {
         )
     }
 
+    fn at() -> Url {
+        Url::parse("http://127.0.0.1:9/api/v1/metadata").unwrap()
+    }
+
+    /// The name a metadata URL asks for (its one `metric` parameter).
+    fn asked_name(url: &Url) -> String {
+        let pairs: Vec<_> = url.query_pairs().collect();
+        assert_eq!(pairs.len(), 1, "{url}");
+        assert_eq!(pairs[0].0, "metric", "{url}");
+        pairs[0].1.clone().into_owned()
+    }
+
     fn ok(body: &str) -> Result<RawResponse, ConnectorError> {
         Ok(RawResponse::new(
             200,
@@ -303,7 +325,9 @@ mod tests {
             Answer::Discovery(listed(&["a_total", "b_bytes", "c"])),
             &mapper(),
             &Deadline::none(),
-            |name| {
+            Some(&at()),
+            |url| {
+                let name = asked_name(&url);
                 asked.lock().unwrap().push(name.clone());
                 let body = match name.as_str() {
                     "a_total" => r#"{"status":"success","data":{"a_total":[
@@ -340,7 +364,9 @@ mod tests {
             Answer::Discovery(listed(&["a", "b", "c"])),
             &mapper(),
             &Deadline::none(),
-            |name| async move {
+            Some(&at()),
+            |url| async move {
+                let name = asked_name(&url);
                 match name.as_str() {
                     "a" => Ok(RawResponse::new(404, None, b"404 page not found".to_vec())),
                     "b" => ok("<html>login</html>"),
@@ -372,7 +398,9 @@ mod tests {
             Answer::Discovery(listed(&refs)),
             &mapper(),
             &Deadline::none(),
-            |name| async move {
+            Some(&at()),
+            |url| async move {
+                let name = asked_name(&url);
                 let help = "word ".repeat(100);
                 ok(&format!(
                     r#"{{"status":"success","data":{{"{name}":[{{"type":"gauge","help":"{help}","unit":""}}]}}}}"#
@@ -418,7 +446,9 @@ mod tests {
             Answer::Discovery(listed(&["rpc_seconds_bucket", "up_total", "plain"])),
             &mapper(),
             &Deadline::none(),
-            |name| {
+            Some(&at()),
+            |url| {
+                let name = asked_name(&url);
                 asked.lock().unwrap().push(name.clone());
                 let body = match name.as_str() {
                     "rpc_seconds" => {
@@ -456,6 +486,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn without_a_metadata_path_nothing_is_sent_and_the_warning_says_why() {
+        let answer = complete_metadata(
+            Answer::Discovery(listed(&["a", "b"])),
+            &mapper(),
+            &Deadline::none(),
+            None,
+            |_| async { Err(ConnectorError::Request("nothing is asked".to_owned())) },
+        )
+        .await;
+        let Answer::Discovery(d) = answer else {
+            panic!("a discovery")
+        };
+        d.check().unwrap();
+        assert_eq!(d.metadata.as_ref().unwrap().without, 2);
+        assert!(d.warnings[0].contains("2 listed names"), "{:?}", d.warnings);
+        assert!(d.warnings[0].contains("/query_range"), "{:?}", d.warnings);
+    }
+
+    #[tokio::test]
     async fn other_answers_ask_nothing() {
         let mut names = listed(&["a"]);
         names.discover = DiscoveryKind::MetricNames;
@@ -464,6 +513,7 @@ mod tests {
             Answer::Discovery(names.clone()),
             &mapper(),
             &Deadline::none(),
+            Some(&at()),
             |_| async { Err(ConnectorError::Request("nothing is asked".to_owned())) },
         )
         .await;

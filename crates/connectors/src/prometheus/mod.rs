@@ -31,9 +31,7 @@ pub use fetch::{
 pub use fit::MAX_EVIDENCE_BYTES;
 pub use mapping::{RETAINED_BODY_BYTES, ResponseMapper};
 pub use metadata::{MAX_HELP_CHARS, MAX_WORD_CHARS, METADATA_BODY_BYTES, METADATA_CONCURRENCY};
-pub(crate) use metadata::{
-    complete_metadata, fetch_http as fetch_metadata, metadata_params, metadata_url,
-};
+pub(crate) use metadata::{complete_metadata, fetch_http as fetch_metadata, metadata_url};
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};
 pub use redact::{REDACTED, Redactor};
 pub use request::{FORM_CONTENT_TYPE, QueryRange};

@@ -22,7 +22,7 @@ use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
     Answer, Compaction, FORM_CONTENT_TYPE, METADATA_BODY_BYTES, QueryRange, RawResponse, Redactor,
-    ResponseMapper, complete_metadata, metadata_params, metadata_url,
+    ResponseMapper, complete_metadata, metadata_url,
 };
 use crate::{Connector, ConnectorError, CutOff, Deadline, deadline_failure};
 
@@ -360,25 +360,17 @@ async fn drive(
     // A metric_metadata answer asks the metadata of its listed names through the same
     // datasource proxy, a GET each (Grafana allows no POST there), from the page.
     let metadata_at = metadata_url(&url);
-    let ask = |name: String| page_metadata(client, metadata_at.as_ref(), name, page_timeout);
-    Ok(complete_metadata(answer, &prepared.mapper, work, ask).await)
+    let ask = |url| page_metadata(client, url, page_timeout);
+    Ok(complete_metadata(answer, &prepared.mapper, work, metadata_at.as_ref(), ask).await)
 }
 
-/// The metadata of `name` by a `GET` from the page beside the query path, read whole
-/// under [`METADATA_BODY_BYTES`].
+/// One metadata request by a `GET` from the page (`url`, beside the query path), read
+/// whole under [`METADATA_BODY_BYTES`].
 async fn page_metadata(
     client: &fantoccini::Client,
-    at: Option<&url::Url>,
-    name: String,
+    url: url::Url,
     timeout: Duration,
 ) -> Result<RawResponse, ConnectorError> {
-    let Some(at) = at else {
-        return Err(ConnectorError::Config(
-            "the datasource proxy path does not end in /query_range".to_owned(),
-        ));
-    };
-    let mut url = at.clone();
-    url.query_pairs_mut().extend_pairs(metadata_params(&name));
     let request = PageRequest {
         url: &url,
         method: "GET",
