@@ -8,8 +8,11 @@ use std::process::ExitCode;
 
 use crate::entry::run_entrypoint;
 use crate::mcp::{
-    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, HttpListen, HttpListenError, MCP_FLAG, MCP_HTTP_FLAG,
-    MCP_HTTP_PATH, McpTransport, TLS_CERT_FLAG, TLS_KEY_FLAG, serve_mcp,
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, ENVELOPES_PATH, HttpListen,
+    HttpListenError, MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_SESSIONS_FLAG,
+    MAX_SESSIONS_PER_PEER_FLAG, MAX_STREAMS_FLAG, MAX_STREAMS_PER_SESSION_FLAG, MCP_FLAG,
+    MCP_HTTP_FLAG, MCP_HTTP_PATH, McpTransport, OPERATOR_FLAG, SESSION_IDLE_FLAG, ServerLimits,
+    TLS_CERT_FLAG, TLS_KEY_FLAG, serve_mcp,
 };
 use crate::tools::PackageTool;
 
@@ -20,10 +23,16 @@ fn usage(name: &str) -> String {
     format!(
         "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       \
          {name} {MCP_FLAG}      (MCP server over stdio)\n       \
-         {name} {MCP_HTTP_FLAG} IP:PORT [{TLS_CERT_FLAG} FILE {TLS_KEY_FLAG} FILE]\n       \
+         {name} {MCP_HTTP_FLAG} IP:PORT {OPERATOR_FLAG} IP:PORT [{TLS_CERT_FLAG} FILE {TLS_KEY_FLAG} FILE]\n       \
          {pad}[{ALLOW_HOST_FLAG} HOST]... [{ALLOW_ORIGIN_FLAG} ORIGIN]...\n       \
-         {pad}(MCP server over Streamable HTTP at http(s)://IP:PORT{MCP_HTTP_PATH};\n       \
-         {pad}plain HTTP on a loopback IP only, any other IP needs TLS)"
+         {pad}[{MAX_CONNECTIONS_FLAG} N] [{MAX_CONNECTIONS_PER_PEER_FLAG} N]\n       \
+         {pad}[{MAX_SESSIONS_FLAG} N] [{MAX_SESSIONS_PER_PEER_FLAG} N]\n       \
+         {pad}[{MAX_STREAMS_FLAG} N] [{MAX_STREAMS_PER_SESSION_FLAG} N]\n       \
+         {pad}[{SESSION_IDLE_FLAG} N] [{ENVELOPES_ON_MCP_PORT_FLAG}]\n       \
+         {pad}(MCP server over Streamable HTTP at http(s)://IP:PORT{MCP_HTTP_PATH}, envelope\n       \
+         {pad}deliveries at {ENVELOPES_PATH} of the {OPERATOR_FLAG} listener; plain HTTP on\n       \
+         {pad}loopback IPs only, any other IP needs TLS; the bounds and their defaults:\n       \
+         {pad}docs/reference/mcp-servers.md#bounds)"
     )
 }
 
@@ -43,8 +52,11 @@ pub fn run_tool_binary<T: PackageTool>() -> ExitCode {
         [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(McpTransport::Stdio),
         [flag, rest @ ..] if flag.as_os_str() == MCP_HTTP_FLAG => {
             match HttpListen::from_args(rest) {
-                Ok(listen) => serve_mcp::<T>(McpTransport::Http(listen)),
-                Err(refused @ HttpListenError::NotLoopback(_)) => {
+                Ok(listen) => serve_mcp::<T>(McpTransport::Http(Box::new(listen))),
+                Err(
+                    refused @ (HttpListenError::NotLoopback(_)
+                    | HttpListenError::OperatorNotLoopback(_)),
+                ) => {
                     eprintln!("{name} {MCP_HTTP_FLAG}: {refused}");
                     ExitCode::FAILURE
                 }

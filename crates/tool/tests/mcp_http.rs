@@ -22,7 +22,7 @@ use evidence_result::{Status, ToolResult};
 use evidence_test_support as test_support;
 use evidence_tool::mcp::{
     ALLOW_HOST_FLAG, ENVELOPES_PATH, HTTP_REQUEST_RECORD, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG,
-    SESSION_HEADER, TLS_CERT_FLAG, TLS_KEY_FLAG,
+    OPERATOR_FLAG, SESSION_HEADER, TLS_CERT_FLAG, TLS_KEY_FLAG,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -404,8 +404,14 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
     let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
     let env = ready_env(CLINIC);
     let bin = entrypoint(&clinic);
+    let operator = [OPERATOR_FLAG, "127.0.0.1:0"];
     for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8931"] {
-        let (code, stdout, stderr) = run(&bin, &[MCP_HTTP_FLAG, addr], &env, "");
+        let (code, stdout, stderr) = run(
+            &bin,
+            &[MCP_HTTP_FLAG, addr, operator[0], operator[1]],
+            &env,
+            "",
+        );
         assert_eq!(code, 1, "{addr}: {stderr}");
         assert!(stdout.is_empty(), "{stdout}");
         assert!(
@@ -413,8 +419,29 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
             "{addr}: {stderr}"
         );
     }
-    // An envelope file is refused over HTTP: each session's envelopes are delivered.
+    // The operator listener is no less bound to loopback without TLS.
+    let (code, _, stderr) = run(
+        &bin,
+        &[MCP_HTTP_FLAG, "127.0.0.1:0", OPERATOR_FLAG, "0.0.0.0:0"],
+        &env,
+        "",
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("operator listener") && stderr.contains("not a loopback"),
+        "{stderr}"
+    );
+    // Without a listener for the runtime's deliveries no session could be served.
     let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], &env, "");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("needs --operator"), "{stderr}");
+    // An envelope file is refused over HTTP: each session's envelopes are delivered.
+    let (code, _, stderr) = run(
+        &bin,
+        &[MCP_HTTP_FLAG, "127.0.0.1:0", operator[0], operator[1]],
+        &env,
+        "",
+    );
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("EVIDENCE_TRUSTED_CONTEXT is set") && stderr.contains("no envelope file"),
@@ -430,7 +457,12 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
         .filter(|(name, _)| *name != "EVIDENCE_TURN_LEDGER")
         .cloned()
         .collect();
-    let (code, _, stderr) = run(&bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], &no_ledger, "");
+    let (code, _, stderr) = run(
+        &bin,
+        &[MCP_HTTP_FLAG, "127.0.0.1:0", operator[0], operator[1]],
+        &no_ledger,
+        "",
+    );
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("not started") && stderr.contains("EVIDENCE_TURN_LEDGER"),
@@ -444,6 +476,8 @@ fn a_non_loopback_address_without_tls_is_refused_at_start() {
     std::fs::write(&key, "not a key\n").unwrap();
     let tls = [
         MCP_HTTP_FLAG,
+        "127.0.0.1:0",
+        OPERATOR_FLAG,
         "127.0.0.1:0",
         TLS_CERT_FLAG,
         cert.to_str().unwrap(),
@@ -484,13 +518,18 @@ async fn the_sdk_calls_clinic_over_https_with_a_self_signed_certificate() {
     let tls = [TLS_CERT_FLAG, cert_arg, TLS_KEY_FLAG, key_arg];
     let local = HttpServer::start_with(
         &bin,
-        &[&[MCP_HTTP_FLAG, "127.0.0.1:0"][..], &tls].concat(),
+        &[
+            &[MCP_HTTP_FLAG, "127.0.0.1:0", OPERATOR_FLAG, "127.0.0.1:0"][..],
+            &tls,
+        ]
+        .concat(),
         &s.env,
     );
+    // With TLS the operator listener may listen on every address too.
     let everywhere = HttpServer::start_with(
         &bin,
         &[
-            &[MCP_HTTP_FLAG, "0.0.0.0:0"][..],
+            &[MCP_HTTP_FLAG, "0.0.0.0:0", OPERATOR_FLAG, "0.0.0.0:0"][..],
             &tls,
             &[ALLOW_HOST_FLAG, "127.0.0.1"],
         ]
@@ -502,7 +541,7 @@ async fn the_sdk_calls_clinic_over_https_with_a_self_signed_certificate() {
     assert_eq!(local.deliver(&s.envelope, Some(&cert)).0, 200);
     let delivery = format!(
         "https://127.0.0.1:{}{ENVELOPES_PATH}",
-        everywhere.addr.port()
+        everywhere.operator.unwrap().port()
     );
     assert_eq!(deliver_to(&delivery, &s.envelope, Some(&cert)).0, 200);
     let trusting = |label: &str, url: &str| {

@@ -12,7 +12,7 @@ use std::os::unix::process::CommandExt as _;
 
 use crate::ToolError;
 use crate::context::{CONTEXT_VARS, ReadBy};
-use crate::mcp::server::McpTransport;
+use crate::mcp::listen::McpTransport;
 use crate::tool_kind::Tool;
 
 /// The flag that starts a tool binary as its package's MCP server over stdio (the

@@ -17,22 +17,35 @@
 //! MCP, so a server needs the turn ledger the three package servers share
 //! (`EVIDENCE_TURN_LEDGER`): every call is admitted there by the turn rules first.
 
+mod bounded_sessions;
+mod connection;
 mod environment;
+mod fair_slots;
+mod host_check;
 mod http;
 mod inflight;
+mod limits;
+mod listen;
 mod listing;
+mod operator;
 mod request_audit;
 mod server;
 mod session;
 mod tls;
 
 pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
-pub use http::{
-    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, HEAD_READ_TIMEOUT, HttpListen, HttpListenError,
-    MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, MCP_HTTP_PATH,
+pub use limits::{
+    MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_INITIALIZE_BYTES, MAX_SESSIONS_FLAG,
+    MAX_SESSIONS_PER_PEER_FLAG, MAX_STREAMS_FLAG, MAX_STREAMS_PER_SESSION_FLAG,
+    RESERVED_DESCRIPTORS, RETRY_AFTER_SECS, SESSION_IDLE_FLAG, ServerLimits,
+};
+pub use listen::{
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, HEAD_READ_TIMEOUT, HttpListen,
+    HttpListenError, MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, MCP_HTTP_PATH,
+    McpTransport, OPERATOR_FLAG,
 };
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
 pub use request_audit::{HTTP_REQUEST_RECORD, RequestRecord};
-pub use server::{McpTransport, serve_mcp};
+pub use server::serve_mcp;
 pub use session::{ENVELOPES_PATH, SESSION_HEADER};
 pub use tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsError, TlsFiles};

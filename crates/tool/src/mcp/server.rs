@@ -44,7 +44,6 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -53,10 +52,16 @@ use evidence_connectors::CutOff;
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::failure::RuntimeFailure;
-use crate::mcp::environment::{MCP_FLAG, keep_only_own_variables};
-use crate::mcp::http::{self, HttpListen, MCP_HTTP_FLAG, MCP_HTTP_PATH};
+use crate::mcp::bounded_sessions::BoundedSessions;
+use crate::mcp::connection::{self, CallSeen, Listening, Seen};
+use crate::mcp::environment::keep_only_own_variables;
+use crate::mcp::fair_slots::FairSlots;
+use crate::mcp::http::{self, AgentRoute};
 use crate::mcp::inflight::{InFlight, query_ids};
+use crate::mcp::limits::RESERVED_DESCRIPTORS;
+use crate::mcp::listen::{HttpListen, MCP_HTTP_FLAG, MCP_HTTP_PATH, McpTransport, OPERATOR_FLAG};
 use crate::mcp::listing::{SUPPORTED_PROTOCOL_VERSIONS, tool_listing};
+use crate::mcp::operator::{self, OperatorRoute, Record};
 use crate::mcp::request_audit::{HTTP_REQUEST_RECORD, RequestRecord, write_request_record};
 use crate::mcp::session::{self, session_envelope};
 use crate::mcp::tls::TlsFiles;
@@ -67,15 +72,20 @@ use crate::sandbox::{CallEnvelope, Sandbox};
 use crate::session_store::SessionStore;
 use crate::tools::PackageTool;
 
+/// Whose call slots a call counts against: its session's (the digest of its token), or
+/// the one session of stdio.
+type SlotKey = Option<evidence_result::Digest>;
+
 /// The server of one tool: the package and runtime context it read at start, its
-/// listing (from that package's manifest) and the permits bounding concurrent calls.
-/// Its clones (one per HTTP session) share all of it: the permits, the calls and the
-/// set of calls in flight are the process's.
+/// listing (from that package's manifest) and the call slots bounding concurrent calls,
+/// shared fairly by the sessions ([`FairSlots`]). Its clones (one per HTTP session)
+/// share all of it: the slots, the calls and the set of calls in flight are the
+/// process's.
 #[derive(Debug)]
 struct PackageServer<T: PackageTool> {
     served: Arc<Sandbox<T>>,
     listing: McpTool,
-    permits: Arc<Semaphore>,
+    slots: FairSlots<SlotKey>,
     calls: TaskTracker,
     inflight: Arc<InFlight>,
     /// The session store, over HTTP: each call runs under its session's envelope.
@@ -87,37 +97,10 @@ impl<T: PackageTool> Clone for PackageServer<T> {
         PackageServer {
             served: self.served.clone(),
             listing: self.listing.clone(),
-            permits: self.permits.clone(),
+            slots: self.slots.clone(),
             calls: self.calls.clone(),
             inflight: self.inflight.clone(),
             sessions: self.sessions.clone(),
-        }
-    }
-}
-
-/// The transport a package's MCP server serves over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum McpTransport {
-    /// One session over the process's stdin and stdout (`--mcp`).
-    Stdio,
-    /// Streamable HTTP at the loopback address and with the `Host` and `Origin` rules
-    /// given (`--mcp-http ADDR`; see [`crate::mcp::HttpListen`]).
-    Http(HttpListen),
-}
-
-impl McpTransport {
-    /// The command-line arguments that select this transport.
-    pub(crate) fn to_args(&self) -> Vec<String> {
-        match self {
-            McpTransport::Stdio => vec![MCP_FLAG.to_owned()],
-            McpTransport::Http(listen) => listen.to_args(),
-        }
-    }
-
-    fn flag(&self) -> &'static str {
-        match self {
-            McpTransport::Stdio => MCP_FLAG,
-            McpTransport::Http(_) => MCP_HTTP_FLAG,
         }
     }
 }
@@ -188,7 +171,7 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
     let server = PackageServer {
         listing: tool_listing(served.package())?,
         served: served.clone(),
-        permits: Arc::new(Semaphore::new(concurrency)),
+        slots: FairSlots::new(concurrency),
         calls: TaskTracker::new(),
         inflight: inflight.clone(),
         sessions: store,
@@ -231,9 +214,9 @@ async fn serve_stdio<T: PackageTool>(server: PackageServer<T>) -> Result<(), Too
     ended.map(drop)
 }
 
-/// Streamable HTTP (HTTPS with TLS files) on `listen` until `stop`; names the endpoint
-/// it serves on stderr once it listens (with the port bound, when `listen` asked for
-/// port 0).
+/// Streamable HTTP (HTTPS with TLS files) on `listen` until `stop`, and the operator
+/// listener beside it; names each endpoint it serves on stderr once it listens (with
+/// the port bound, when `listen` asked for port 0).
 async fn serve_http<T: PackageTool>(
     server: PackageServer<T>,
     listen: &HttpListen,
@@ -246,58 +229,140 @@ async fn serve_http<T: PackageTool>(
         .map(TlsFiles::acceptor)
         .transpose()
         .map_err(|e| ToolError::Mcp(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(listen.addr())
-        .await
-        .map_err(|e| ToolError::Mcp(format!("cannot listen on {}: {e}", listen.addr())))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| ToolError::Mcp(format!("cannot read the bound address: {e}")))?;
+    let bind = |addr| async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ToolError::Mcp(format!("cannot listen on {addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| ToolError::Mcp(format!("cannot read the bound address: {e}")))?;
+        Ok::<_, ToolError>((listener, bound))
+    };
+    let (listener, bound) = bind(listen.addr()).await?;
+    let operator = match listen.operator() {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
     let store = server
         .sessions
         .clone()
         .ok_or_else(|| ToolError::Mcp("no session store".to_owned()))?;
-    let (delivering, recording) = (server.served.clone(), server.served.clone());
+    let mut limits = listen.limits();
+    if let Some(fitted) = limits.fitted_connections(open_files_limit()) {
+        eprintln!(
+            "{name} {MCP_HTTP_FLAG}: at most {fitted} connections per listener (not {}): the \
+             process may open only so many files, {RESERVED_DESCRIPTORS} of them kept for \
+             the audit log, the turn ledger and the calls",
+            limits.max_connections
+        );
+        limits.max_connections = fitted;
+    }
+    let delivering = server.served.clone();
+    let deliver: Arc<operator::Deliver> = Arc::new(move |body: &[u8]| {
+        blocking(|| {
+            session::deliver(
+                delivering.package(),
+                delivering.context(),
+                &store,
+                body,
+                Timestamp::now(),
+            )
+        })
+    });
+    let record = request_recorder(&server.served);
+    let sessions = Arc::new(BoundedSessions::new(limits));
     let endpoints = http::Endpoints {
-        deliver: Arc::new(move |body: &[u8]| {
-            blocking(|| {
-                session::deliver(
-                    delivering.package(),
-                    delivering.context(),
-                    &store,
-                    body,
-                    Timestamp::now(),
-                )
-            })
-        }),
-        record: Arc::new(move |seen: http::Seen| {
-            let package = recording.package();
-            let record = RequestRecord {
-                record: HTTP_REQUEST_RECORD,
-                time: seen.time,
-                stream: package.manifest().audit_stream.clone(),
-                package: package.identity().clone(),
-                digest: package.digest(),
-                method: seen.method,
-                path: seen.path,
-                mcp_method: seen.mcp_method,
-                status: seen.status,
-                refused: seen.refused,
-                policy_id: seen.policy_id,
-                duration_ms: seen.duration_ms,
-            };
-            if let Err(e) = write_request_record(&record, recording.context().audit_log()) {
-                eprintln!("{}: {e}", T::TOOL.binary_name());
-            }
-        }),
+        deliver: listen.envelopes_on_mcp_port().then(|| deliver.clone()),
+        record: record.clone(),
         hosts: listen.allowed_hosts(bound),
         origins: listen.allowed_origins(bound),
-        tool: server.listing.name.to_string(),
+        sessions: sessions.clone(),
     };
-    let service = http::service(server, listen.config(bound, stop.clone()));
+    let service = http::service(server, listen.config(bound, stop.clone()), sessions);
     let scheme = listen.scheme();
+    let agent = connection::serve(
+        Listening {
+            name: format!("{name} {MCP_HTTP_FLAG}"),
+            listener,
+            tls: tls.clone(),
+            max_connections: limits.max_connections,
+            max_connections_per_peer: limits.max_connections_per_peer,
+        },
+        AgentRoute {
+            service,
+            endpoints: Arc::new(endpoints),
+        },
+        stop.clone(),
+    );
+    let operator = operator.map(|(listener, operator_bound)| {
+        let hosts = listen.operator_hosts(operator_bound);
+        eprintln!("{name} {OPERATOR_FLAG}: serving {scheme}://{operator_bound}");
+        connection::serve(
+            Listening {
+                name: format!("{name} {OPERATOR_FLAG}"),
+                listener,
+                tls,
+                max_connections: limits.max_connections,
+                max_connections_per_peer: limits.max_connections_per_peer,
+            },
+            OperatorRoute {
+                deliver,
+                record,
+                hosts,
+            },
+            stop,
+        )
+    });
     eprintln!("{name} {MCP_HTTP_FLAG}: serving {scheme}://{bound}{MCP_HTTP_PATH}");
-    http::serve(name, listener, tls, service, endpoints, stop).await;
+    match operator {
+        Some(operator) => {
+            tokio::join!(agent, operator);
+        }
+        None => agent.await,
+    }
     Ok(())
+}
+
+/// Writes the request record of a request no call record covers, to the server's audit
+/// log (stderr when it cannot).
+fn request_recorder<T: PackageTool>(served: &Arc<Sandbox<T>>) -> Arc<Record> {
+    let recording = served.clone();
+    Arc::new(move |seen: Seen| {
+        let package = recording.package();
+        let record = RequestRecord {
+            record: HTTP_REQUEST_RECORD,
+            time: seen.time,
+            stream: package.manifest().audit_stream.clone(),
+            package: package.identity().clone(),
+            digest: package.digest(),
+            method: seen.method,
+            path: seen.path,
+            mcp_method: seen.mcp_method,
+            status: seen.status,
+            refused: seen.refused,
+            policy_id: seen.policy_id,
+            duration_ms: seen.duration_ms,
+        };
+        if let Err(e) = write_request_record(&record, recording.context().audit_log()) {
+            eprintln!("{}: {e}", T::TOOL.binary_name());
+        }
+    })
+}
+
+/// The soft limit of open files of this process, raised to its hard limit first.
+fn open_files_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            limit = raised;
+        }
+    }
+    limit.current.unwrap_or(u64::MAX)
 }
 
 /// Answers the client's `initialize` with an error that names `failure`, so the client
@@ -402,11 +467,17 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
                 None,
             ));
         }
+        // From here the call leaves its own record: the HTTP layer writes no request
+        // record for it.
+        let parts = context.extensions.get::<Parts>();
+        if let Some(seen) = parts.and_then(|p| p.extensions.get::<CallSeen>()) {
+            seen.mark();
+        }
         // The arguments as the JSON text the model wrote them; the sandbox call judges
         // them (a bad argument is a result, never a protocol error).
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let args = arguments.to_string();
-        let (served, permits) = (self.served.clone(), self.permits.clone());
+        let (served, slots) = (self.served.clone(), self.slots.clone());
         let inflight = self.inflight.clone();
         let cancelled = context.ct.clone();
         let deadline = served
@@ -414,29 +485,30 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
             .with_cancellation(cancelled.clone());
         // A shared (Redis) session store is asked within the call's deadline, off the
         // async workers.
-        let envelope = match &self.sessions {
-            None => CallEnvelope::Context,
+        let (envelope, slot_key) = match &self.sessions {
+            None => (CallEnvelope::Context, None),
             Some(store) => {
                 let within = deadline.remaining().unwrap_or(Duration::from_secs(60));
-                CallEnvelope::Session(blocking(|| {
-                    session_envelope(
-                        context.extensions.get::<Parts>(),
-                        store,
-                        Timestamp::now(),
-                        within,
-                    )
-                }))
+                let session = blocking(|| session_envelope(parts, store, Timestamp::now(), within));
+                let key = session.as_ref().ok().map(|(_, digest)| *digest);
+                (CallEnvelope::Session(session), key)
             }
         };
+        // A call without a valid session is answered before it takes a slot.
+        let needs_slot = !matches!(envelope, CallEnvelope::Session(Err(_)));
         let key = inflight.enter(&args);
         // Its own task: the call runs to its record whatever happens to the request;
         // a cancelled request only ends its deadline at once.
         let call = self.calls.spawn(async move {
             let answered = async {
-                match deadline.run(permits.acquire_owned()).await {
-                    Ok(permit) => {
-                        let _permit =
-                            permit.map_err(|e| ToolError::Mcp(format!("no call slot: {e}")))?;
+                let slot = if needs_slot {
+                    deadline.run(slots.acquire(slot_key)).await.map(Some)
+                } else {
+                    Ok(None)
+                };
+                match slot {
+                    Ok(slot) => {
+                        let _slot = slot;
                         let args = args.clone();
                         served
                             .answer_with(move || Ok(args), envelope, started, deadline)

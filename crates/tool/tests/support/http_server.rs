@@ -1,6 +1,7 @@
 //! A package's MCP server over Streamable HTTP as a test starts it: its own process with
-//! exactly the environment given, on a free loopback port, and the runtime's delivery of
-//! an envelope to it (`POST /envelopes`, with curl).
+//! exactly the environment given, on a free loopback port with its operator listener on
+//! another, and the runtime's delivery of an envelope to it (`POST /envelopes` on the
+//! operator listener, with curl).
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
@@ -9,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evidence_tool::mcp::{ENVELOPES_PATH, MCP_HTTP_FLAG};
+use evidence_tool::mcp::{ENVELOPES_PATH, MCP_HTTP_FLAG, OPERATOR_FLAG};
 use serde_json::{Value, json};
 
 /// A package server over HTTP, started with exactly `env` (plus `PATH`) on
@@ -19,14 +20,21 @@ pub struct HttpServer {
     pub child: Child,
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The operator listener's address (where envelopes are delivered), when it has one.
+    pub operator: Option<SocketAddr>,
     /// `http` or `https`.
     pub scheme: &'static str,
 }
 
 impl HttpServer {
-    /// Starts `bin --mcp-http 127.0.0.1:0` with exactly `env` (plus `PATH`).
+    /// Starts `bin --mcp-http 127.0.0.1:0 --operator 127.0.0.1:0` with exactly `env`
+    /// (plus `PATH`).
     pub fn start(bin: &Path, env: &[(&'static str, String)]) -> HttpServer {
-        HttpServer::start_with(bin, &[MCP_HTTP_FLAG, "127.0.0.1:0"], env)
+        HttpServer::start_with(
+            bin,
+            &[MCP_HTTP_FLAG, "127.0.0.1:0", OPERATOR_FLAG, "127.0.0.1:0"],
+            env,
+        )
     }
 
     /// Starts `bin` with `args` and exactly `env` (plus `PATH`).
@@ -52,9 +60,16 @@ impl HttpServer {
             }
         });
         let mut seen = Vec::new();
+        let mut operator = None;
         let (scheme, addr) = loop {
             match rx.recv_timeout(Duration::from_secs(20)) {
                 Ok(line) => {
+                    // The operator listener is named first, then the MCP endpoint.
+                    if line.contains(&format!("{OPERATOR_FLAG}: serving ")) {
+                        let url = line.split("://").nth(1).unwrap();
+                        operator = Some(url.parse().unwrap());
+                        continue;
+                    }
                     if let Some(url) = line.split("serving ").nth(1) {
                         let (scheme, rest) = url.split_once("://").unwrap();
                         let scheme = if scheme == "https" { "https" } else { "http" };
@@ -72,6 +87,7 @@ impl HttpServer {
         HttpServer {
             child,
             addr,
+            operator,
             scheme,
         }
     }
@@ -81,11 +97,16 @@ impl HttpServer {
         format!("{}://{}/mcp", self.scheme, self.addr)
     }
 
-    /// Delivers `envelope` as the runtime does (`POST /envelopes`, with curl, trusting
-    /// `ca_file` over HTTPS); returns the status and the JSON answer.
+    /// Delivers `envelope` as the runtime does (`POST /envelopes` on the operator
+    /// listener, or on the MCP port of a server without one, with curl, trusting `ca_file`
+    /// over HTTPS); returns the status and the JSON answer.
     pub fn deliver(&self, envelope: &str, ca_file: Option<&Path>) -> (u16, Value) {
         deliver_to(
-            &format!("{}://{}{ENVELOPES_PATH}", self.scheme, self.addr),
+            &format!(
+                "{}://{}{ENVELOPES_PATH}",
+                self.scheme,
+                self.operator.unwrap_or(self.addr)
+            ),
             envelope,
             ca_file,
         )
