@@ -234,11 +234,11 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
             }
         };
         let Ok(permit) = gate.clone().try_acquire_owned() else {
-            refuse_connection(&stream, tls.is_some(), &route, "connections_full");
+            refuse_connection(stream, tls.is_some(), &route, "connections_full");
             continue;
         };
         let Some(place) = peers.enter(peer.ip(), max_connections_per_peer) else {
-            refuse_connection(&stream, tls.is_some(), &route, "peer_connections_full");
+            refuse_connection(stream, tls.is_some(), &route, "peer_connections_full");
             continue;
         };
         let (route, stop, tls) = (route.clone(), stop.clone(), tls.clone());
@@ -284,26 +284,35 @@ fn refusal_seen(status: u16, code: &'static str) -> Seen {
 
 /// Answers a connection over the bound at once, without waiting on it: what it sent
 /// so far is read (so that closing does not reset the answer away), `503` with
-/// `Retry-After` written when it is plain HTTP, and the connection closed.
-fn refuse_connection<R: Route>(stream: &TcpStream, tls: bool, route: &R, code: &'static str) {
-    let mut sink = [0_u8; 4096];
-    for _ in 0..4 {
-        match stream.try_read(&mut sink) {
-            Ok(n) if n == sink.len() => {}
-            _ => break,
+/// `Retry-After` written when it is plain HTTP, and the connection closed. The socket is
+/// used directly (non-blocking), since the runtime has not seen it ready yet.
+fn refuse_connection<R: Route>(stream: TcpStream, tls: bool, route: &R, code: &'static str) {
+    use std::io::{Read as _, Write as _};
+    let status = match stream.into_std() {
+        Ok(mut stream) => {
+            let mut sink = [0_u8; 4096];
+            for _ in 0..4 {
+                match stream.read(&mut sink) {
+                    Ok(n) if n == sink.len() => {}
+                    _ => break,
+                }
+            }
+            if tls {
+                0
+            } else {
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {RETRY_AFTER_SECS}\r\n\
+                     Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\
+                     \r\n{code}\n",
+                    code.len() + 1
+                );
+                match stream.write(answer.as_bytes()) {
+                    Ok(_) => 503,
+                    Err(_) => 0,
+                }
+            }
         }
-    }
-    let status = if tls {
-        0
-    } else {
-        let answer = format!(
-            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {RETRY_AFTER_SECS}\r\n\
-             Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n\
-             {code}\n",
-            code.len() + 1
-        );
-        let _written = stream.try_write(answer.as_bytes());
-        503
+        Err(_) => 0,
     };
     route.record(refusal_seen(status, code));
 }

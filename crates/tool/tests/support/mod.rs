@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 mod http_server;
 mod providers;
+pub mod raw;
 mod sdk;
 mod sessions;
 mod wire;
