@@ -306,9 +306,11 @@ fn refuse_connection<R: Route>(stream: TcpStream, tls: bool, route: &R, code: &'
                      \r\n{code}\n",
                     code.len() + 1
                 );
+                // A fresh socket's send buffer takes the whole answer at once; a
+                // partial write is counted as no answer.
                 match stream.write(answer.as_bytes()) {
-                    Ok(_) => 503,
-                    Err(_) => 0,
+                    Ok(n) if n == answer.len() => 503,
+                    _ => 0,
                 }
             }
         }
