@@ -1,6 +1,7 @@
 //! Discovery answers through the tool, against a real Prometheus 2.42 behind the Clinic
 //! test front: each generated discovery (the four forms, model-written selectors and
-//! patterns) is locked by `evidence_policy::lock` as one item of a Clinic batch, run by
+//! patterns, the values of `__name__` and patterns and matchers that match the empty
+//! string among them; each locks unless it names a metric twice) is locked by `evidence_policy::lock` as one item of a Clinic batch, run by
 //! the Clinic connector, and its `discovery_v1` answer compared with Prometheus' own
 //! series of the model's selector, unscoped, filtered here to cluster `SaaS01`: the same
 //! totals, each listed name, value or label with the exact count of its series (or
@@ -274,38 +275,48 @@ fn each_discovery_answers_exactly_its_scope_through_the_clinic_connector() {
     let by_family = std::cell::Cell::new(0_u32);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(1000));
     runner
-        .run(&case(), |Case { args, raw }| {
-            let request = env.lock(&args);
-            if request.ready().next().is_none() {
-                return Ok(());
-            }
-            accepted.set(accepted.get() + 1);
-            let item = env.run(&request);
-            prop_assert_eq!(item.status, Status::Ok, "{:?}", item);
-            prop_assert!(item.evidence.is_none());
-            let d = item.discovery.unwrap();
-            let truth = truth(&env, &raw);
-            if !truth.is_empty() {
-                data.set(data.get() + 1);
-            }
-            check(&d, &truth)?;
-            check_metadata(&env, &d)?;
-            if let Some(m) = &d.metadata {
-                if !m.names.is_empty() {
-                    described.set(described.get() + 1);
+        .run(
+            &case(),
+            |Case {
+                 args,
+                 raw,
+                 answerable,
+             }| {
+                let request = env.lock(&args);
+                // Only a metric named twice is refused, as PromQL refuses it.
+                let locked = request.ready().next().is_some();
+                prop_assert_eq!(locked, answerable, "{} {:?}", args, request.items);
+                if !locked {
+                    return Ok(());
                 }
-                if m.names
-                    .iter()
-                    .any(|n| n.name == "process_cpu_seconds_total")
-                {
-                    by_family.set(by_family.get() + 1);
+                accepted.set(accepted.get() + 1);
+                let item = env.run(&request);
+                prop_assert_eq!(item.status, Status::Ok, "{:?}", item);
+                prop_assert!(item.evidence.is_none());
+                let d = item.discovery.unwrap();
+                let truth = truth(&env, &raw);
+                if !truth.is_empty() {
+                    data.set(data.get() + 1);
                 }
-            }
-            // Never a name that exists only in another cluster.
-            let json = serde_json::to_string(&*d).unwrap();
-            prop_assert!(!json.contains("tikv_engine_size_bytes\","), "{}", json);
-            Ok(())
-        })
+                check(&d, &truth)?;
+                check_metadata(&env, &d)?;
+                if let Some(m) = &d.metadata {
+                    if !m.names.is_empty() {
+                        described.set(described.get() + 1);
+                    }
+                    if m.names
+                        .iter()
+                        .any(|n| n.name == "process_cpu_seconds_total")
+                    {
+                        by_family.set(by_family.get() + 1);
+                    }
+                }
+                // Never a name that exists only in another cluster.
+                let json = serde_json::to_string(&*d).unwrap();
+                prop_assert!(!json.contains("tikv_engine_size_bytes\","), "{}", json);
+                Ok(())
+            },
+        )
         .unwrap();
     assert!(accepted.get() > 500, "only {} locked", accepted.get());
     assert!(data.get() > 200, "only {} found data", data.get());
@@ -314,6 +325,55 @@ fn each_discovery_answers_exactly_its_scope_through_the_clinic_connector() {
         "only {} carried metadata",
         described.get()
     );
+}
+
+/// The two questions a model asks first are answered as Prometheus'
+/// `/api/v1/label/__name__/values` answers them for the scope: the values of `__name__`
+/// (with no selector, `{}` or one whose matchers all match the empty string) and the
+/// names matching `.*` are the metric names in scope, each with its series count, the
+/// rows of `metric_names` without a pattern.
+#[test]
+fn the_values_of_the_name_label_and_every_name_are_the_metric_names_in_scope() {
+    let env = Env::start();
+    let rows = |args: Value| -> Vec<(Option<String>, u64)> {
+        let mut args = args;
+        args["queryId"] = json!("q");
+        let item = env.run(&env.lock(&args));
+        assert_eq!(item.status, Status::Ok, "{args}: {item:?}");
+        let d = item.discovery.unwrap();
+        assert_eq!(d.more, 0, "{args}: every name is listed");
+        d.rows.iter().map(|r| (text(&r[0]), count(&r[1]))).collect()
+    };
+    let names = rows(json!({"discover": "metric_names"}));
+    let p = &env.policy;
+    let own = get(
+        &env.rt,
+        &env.base(),
+        "api/v1/label/__name__/values",
+        &[
+            ("match[]", "{cluster_id=\"SaaS01\"}".to_owned()),
+            ("start", p.window.start.as_second().to_string()),
+            ("end", p.window.end.as_second().to_string()),
+        ],
+    );
+    let own: BTreeSet<String> = own
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    let listed: BTreeSet<String> = names.iter().filter_map(|(n, _)| n.clone()).collect();
+    assert!(!listed.is_empty());
+    assert_eq!(listed, own, "Prometheus' own values of __name__ in scope");
+    for args in [
+        json!({"discover": "label_values", "label": "__name__"}),
+        json!({"discover": "label_values", "label": "__name__", "selector": "{}"}),
+        json!({"discover": "label_values", "label": "__name__", "selector": "{job=~\".*\"}"}),
+        json!({"discover": "metric_names", "pattern": ".*"}),
+        json!({"discover": "metric_names", "selector": "{__name__=~\".*\"}"}),
+    ] {
+        assert_eq!(rows(args.clone()), names, "{args}");
+    }
 }
 
 #[test]

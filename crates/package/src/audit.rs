@@ -34,8 +34,9 @@ pub struct CallContext {
 
 /// One JSON audit record of one tool call, written to the package's own audit stream.
 ///
-/// It holds identifiers, digests and counts only: no argument text, no provider text and
-/// no secret value.
+/// It holds identifiers, digests and counts: no argument text, no provider text and no
+/// secret value. The one text it may hold is [`AuditRecord::operator_detail`], what the
+/// operator needs of a failure whose model-visible result says it only in generic words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {
@@ -95,6 +96,34 @@ pub struct AuditRecord {
     /// client read).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// For the operator only: the detail of a failure that the model-visible result
+    /// states in generic words (a runtime-context failure names there only its code,
+    /// class and a fixed sentence): the variable, file, host, port, user or database it
+    /// concerns, never a password or secret value. At most 2048 bytes (a longer detail
+    /// is cut at a character boundary and ends with `…`). Never part of a model-visible
+    /// result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_detail: Option<String>,
+}
+
+/// The longest [`AuditRecord::operator_detail`], in bytes: a longer detail is cut at a
+/// character boundary and ends with `…`, so a record stays one bounded line.
+const OPERATOR_DETAIL_MAX: usize = 2048;
+
+/// `detail` cut to [`OPERATOR_DETAIL_MAX`] bytes (see there).
+fn bounded(detail: String) -> String {
+    if detail.len() <= OPERATOR_DETAIL_MAX {
+        return detail;
+    }
+    let marker = '…';
+    let mut end = OPERATOR_DETAIL_MAX - marker.len_utf8();
+    while !detail.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = detail;
+    cut.truncate(end);
+    cut.push(marker);
+    cut
 }
 
 fn check_token(field: &str, value: Option<&String>) -> Result<(), AuditError> {
@@ -198,6 +227,7 @@ impl AuditRecord {
             unguarded: Vec::new(),
             folder_changed: false,
             cancelled: false,
+            operator_detail: None,
         })
     }
 
@@ -230,6 +260,7 @@ impl AuditRecord {
             unguarded: Vec::new(),
             folder_changed: false,
             cancelled: true,
+            operator_detail: None,
         }
     }
 
@@ -244,6 +275,14 @@ impl AuditRecord {
     /// serving process hashed it.
     pub fn with_folder_changed(mut self, changed: bool) -> Self {
         self.folder_changed = changed;
+        self
+    }
+
+    /// The same record, with the detail the operator needs of a failure the result
+    /// states in generic words (see [`AuditRecord::operator_detail`]; cut to 2048
+    /// bytes).
+    pub fn with_operator_detail(mut self, detail: impl Into<String>) -> Self {
+        self.operator_detail = Some(bounded(detail.into()));
         self
     }
 
@@ -269,5 +308,23 @@ pub enum AuditError {
 impl AuditError {
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         AuditError::InvalidField(InvalidField::new(field, reason))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operator_detail_is_bounded_at_a_character_boundary() {
+        assert_eq!(bounded("short".to_owned()), "short");
+        let exact = "a".repeat(OPERATOR_DETAIL_MAX);
+        assert_eq!(bounded(exact.clone()), exact);
+        // Two-byte characters across the limit: the cut never splits one.
+        let long = "é".repeat(OPERATOR_DETAIL_MAX);
+        let cut = bounded(long);
+        assert!(cut.len() <= OPERATOR_DETAIL_MAX, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }

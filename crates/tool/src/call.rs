@@ -92,6 +92,9 @@ pub struct PreparedCall<'a> {
     deadline: Deadline,
     policy: Option<TrustedPolicy>,
     prepared: Prepared,
+    /// The detail of a runtime-context failure that answered the call, for the audit
+    /// record only (the result holds the kind's fixed sentence).
+    operator_detail: Option<String>,
 }
 
 /// The origin of results of `package` under `source`.
@@ -148,13 +151,19 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
         deadline: deadline.clone(),
         policy,
         prepared: Prepared::Answered(Box::new(result)),
+        operator_detail: None,
+    };
+    // A runtime-context failure: the model reads its kind, the audit record its detail.
+    let failed = |failure: RuntimeFailure| -> Result<PreparedCall<'_>, ToolError> {
+        let mut prepared = answered(failure.to_tool_result(origin.clone())?, None);
+        prepared.operator_detail = Some(failure.detail);
+        Ok(prepared)
     };
     if call.binding.digest() != package.digest() || call.binding.identity() != package.identity() {
-        let failure = RuntimeFailure::new(
+        return failed(RuntimeFailure::new(
             RuntimeFailureKind::SecretNotBound,
             "the injected secrets are bound to another package digest",
-        );
-        return Ok(answered(failure.to_tool_result(origin)?, None));
+        ));
     }
     let policy = match call.policy {
         PolicyInput::Envelope {
@@ -177,11 +186,10 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
     let policy = match policy {
         Ok(policy) => policy,
         Err(why) => {
-            let failure = RuntimeFailure::new(
+            return failed(RuntimeFailure::new(
                 RuntimeFailureKind::PolicyVerificationFailed,
                 format!("the trusted policy did not verify for this package: {why}"),
-            );
-            return Ok(answered(failure.to_tool_result(origin)?, None));
+            ));
         }
     };
     let args = match serde_json::from_str::<serde_json::Value>(call.args) {
@@ -205,6 +213,7 @@ pub fn prepare(call: SandboxCall<'_>) -> Result<PreparedCall<'_>, ToolError> {
             deadline,
             policy: Some(policy),
             prepared: Prepared::Locked(locked),
+            operator_detail: None,
         }),
         Err(rejection) => {
             let result = rejection.to_tool_result(origin)?;
@@ -315,7 +324,8 @@ impl PreparedCall<'_> {
 
     /// Guards `result` and makes the audit record. The output guard never fails open: a
     /// scan that cannot complete blocks like a found secret. The secrets it matched are
-    /// named in the audit record only.
+    /// named in the audit record only, and so is the detail of a runtime-context failure
+    /// that answered the call (the result holds its kind's fixed sentence).
     fn finish(self, result: ToolResult) -> Result<SandboxOutcome, ToolError> {
         let output_bytes = result.text().len();
         let guarded = self.binding.guard().enforce(result);
@@ -328,7 +338,7 @@ impl PreparedCall<'_> {
             Some(p) => (Some(p.policy_id.to_string()), Some(p.ticket.to_string())),
             None => (None, None),
         };
-        let audit = AuditRecord::for_call(
+        let mut audit = AuditRecord::for_call(
             self.package,
             &CallContext {
                 time: self.now,
@@ -341,6 +351,9 @@ impl PreparedCall<'_> {
             &result,
         )?
         .with_unguarded(self.binding.report().unguarded);
+        if let Some(detail) = self.operator_detail {
+            audit = audit.with_operator_detail(detail);
+        }
         Ok(SandboxOutcome { result, audit })
     }
 }

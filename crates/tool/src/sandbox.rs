@@ -9,6 +9,10 @@
 //! policy admits it there (see `crate::ledger`); a refusal is answered without running,
 //! with its audit record.
 //!
+//! A runtime-context failure answers the model with its code, class and a fixed
+//! sentence; its detail (paths, hosts, ports, users, databases) goes to the call's audit
+//! record (`operator_detail`) and to stderr, never to the model.
+//!
 //! Every call runs within its one deadline (`crate::deadline`), counted from the start
 //! the caller gives: the admission is raced against it too, and a call it cuts off
 //! answers the typed timeout with its audit record.
@@ -220,17 +224,18 @@ impl<T: PackageTool> Sandbox<T> {
         let (result, audit) = match self.call(now, deadline, args, envelope).await {
             Ok(answered) => answered,
             Err(failure) => {
-                eprintln!("{}: {failure}", T::TOOL.binary_name());
                 let origin = origin(T::TOOL, Some(&self.package.manifest().policy_delivery));
                 let result = failure.to_tool_result(origin)?;
                 let audit = AuditRecord::for_call(
                     &self.package,
                     &context(now, started.elapsed(), &result),
                     &result,
-                )?;
+                )?
+                .with_operator_detail(failure.detail);
                 (result, audit)
             }
         };
+        tell_operator(T::TOOL, &audit);
         let changed = self.stamp.as_ref().is_some_and(FolderStamp::changed);
         Ok((result, audit.with_folder_changed(changed)))
     }
@@ -397,15 +402,26 @@ pub(crate) fn unloaded(
     failure: &RuntimeFailure,
     started: Instant,
 ) -> Result<(ToolResult, AuditRecord), ToolError> {
-    eprintln!("{}: {failure}", tool.binary_name());
     let now = Timestamp::now();
     let result = failure.to_tool_result(origin(tool, None))?;
     let audit = AuditRecord::for_unloaded(
         &tool.identity(),
         &context(now, started.elapsed(), &result),
         &result,
-    )?;
+    )?
+    .with_operator_detail(failure.detail.clone());
+    tell_operator(tool, &audit);
     Ok((result, audit))
+}
+
+/// Writes the operator's detail of a call's failure, when its record carries one, to
+/// stderr (the serving process' log), with the call's error codes: what the model reads
+/// only in generic words.
+fn tell_operator(tool: Tool, audit: &AuditRecord) {
+    if let Some(detail) = &audit.operator_detail {
+        let codes: Vec<&str> = audit.error_codes.iter().map(|c| c.as_str()).collect();
+        eprintln!("{}: {}: {detail}", tool.binary_name(), codes.join(","));
+    }
 }
 
 fn context(now: Timestamp, duration: Duration, result: &ToolResult) -> CallContext {

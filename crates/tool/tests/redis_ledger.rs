@@ -858,9 +858,16 @@ async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_c
                 "{why}: {text}"
             );
         }
+        // The operator is told which setting to change (in the audit record and on
+        // stderr), the model nothing of the Redis.
         if *why == "appendfsync everysec" {
-            assert!(result.text().contains("appendfsync"), "{}", result.text());
+            let record = calls_on(&host).pop().unwrap();
+            let detail = record["operator_detail"].as_str().unwrap_or_default();
+            for told in [detail, stderr.as_str()] {
+                assert!(told.contains("appendfsync always"), "{told}");
+            }
         }
+        assert!(!result.text().contains("127.0.0.1"), "{}", result.text());
     }
     assert_eq!(w.clinic_sent(), 0, "a call ran without its admission");
     let audit = std::fs::read_to_string(host.join("audit.jsonl")).unwrap();

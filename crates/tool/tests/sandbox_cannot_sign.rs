@@ -66,17 +66,12 @@ fn sandbox_keys(ring_text: &str, envelope_text: &str, package: &Path) -> Vec<Vec
     keys
 }
 
-fn failure_code(out: &str) -> (String, FailureClass, String) {
+fn failure_code(out: &str) -> (String, FailureClass) {
     let result = ToolResult::from_json(out.trim()).unwrap();
-    let details = result.details();
-    let Some(error) = details.error.as_ref() else {
+    let Some(error) = result.details().error.as_ref() else {
         panic!("a policy signed with sandbox material ran: {out}");
     };
-    (
-        error.code.as_str().to_owned(),
-        error.class,
-        details.detail_error.clone().unwrap_or_default(),
-    )
+    (error.code.as_str().to_owned(), error.class)
 }
 
 #[tokio::test]
@@ -149,7 +144,7 @@ async fn no_sandbox_material_signs_a_policy_the_tool_accepts() {
         let (bin, env) = (bin.clone(), env_with(&forged));
         let (code, out, err) = blocking(move || run(&bin, &[], &env, ARGS)).await;
         assert_eq!(code, 0, "{err}");
-        let (code, class, _) = failure_code(&out);
+        let (code, class) = failure_code(&out);
         assert_eq!(
             (code.as_str(), class),
             ("policy_verification_failed", FailureClass::Authorization),
@@ -198,17 +193,22 @@ async fn no_sandbox_material_signs_a_policy_the_tool_accepts() {
     assert_ne!(v1, spliced);
     std::fs::write(&forged, v1).unwrap();
     let (bin2, env) = (bin.clone(), env_with(&forged));
-    let (_, out, _) = blocking(move || run(&bin2, &[], &env, ARGS)).await;
-    let (code, class, detail) = failure_code(&out);
+    let (_, out, err) = blocking(move || run(&bin2, &[], &env, ARGS)).await;
+    let (code, class) = failure_code(&out);
     assert_eq!(
         (code.as_str(), class),
         ("runtime_context_invalid", FailureClass::Authorization),
         "{out}"
     );
-    assert!(
-        detail.contains("version 1 (HMAC-SHA256) is no longer accepted"),
-        "{detail}"
-    );
+    // The operator reads what to do, in the call's audit record and on stderr.
+    let record = audit_records(&audit).pop().unwrap();
+    let detail = record["operator_detail"].as_str().unwrap_or_default();
+    for told in [detail, err.as_str()] {
+        assert!(
+            told.contains("version 1 (HMAC-SHA256) is no longer accepted"),
+            "{told}"
+        );
+    }
     assert_eq!(front.requests().len(), sent);
 }
 

@@ -43,22 +43,36 @@ pub(crate) fn get(
     })
 }
 
-/// One generated discovery: the model's arguments and the same selector and pattern
-/// without the scope (the ground truth's selector).
+/// One generated discovery: the model's arguments, the same selector and pattern
+/// without the scope (the ground truth's selector), and whether it must lock.
 #[derive(Debug, Clone)]
 pub(crate) struct Case {
     pub(crate) args: Value,
     pub(crate) raw: String,
+    /// False only when the request names a metric twice (the selector's name and a name
+    /// matcher or a pattern), which PromQL itself refuses; every other request locks,
+    /// whatever its selector, label or pattern (matching the empty string or not).
+    pub(crate) answerable: bool,
 }
 
-/// Discoveries of every form with model-written selectors and patterns.
+/// Discoveries of every form with model-written selectors and patterns, some of which
+/// match the empty string (`.*`, `a*`, `(|x)`, `.?`, `(process_.*)?`).
 pub(crate) fn case() -> impl Strategy<Value = Case> {
     (
         selector(),
         form(),
-        proptest::option::of(prop_oneof![Just("tikv_.*"), Just("process_.*"), Just(".*")]),
+        proptest::option::of(prop_oneof![
+            Just("tikv_.*"),
+            Just("process_.*"),
+            Just(".*"),
+            Just("a*"),
+            Just("(|x)"),
+            Just(".?"),
+            Just("(process_.*)?"),
+        ]),
     )
         .prop_map(|((name, matchers), form, pattern)| {
+            let named = name.is_some();
             let name = name.unwrap_or_default();
             let mut args = form.clone();
             args["queryId"] = json!("q");
@@ -66,6 +80,8 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
             let pattern = pattern.filter(|_| {
                 form["discover"] == "metric_names" || form["discover"] == "metric_metadata"
             });
+            let answerable = !named
+                || (pattern.is_none() && !matchers.iter().any(|m| m.starts_with("__name__")));
             let mut raw: Vec<String> = matchers.iter().map(|m| (*m).to_owned()).collect();
             if let Some(p) = pattern {
                 args["pattern"] = json!(p);
@@ -75,11 +91,12 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
             Case {
                 args,
                 raw: format!("{name}{{{}}}", raw.join(",")),
+                answerable,
             }
         })
 }
 
-/// A model-written selector: an optional metric name and matchers.
+/// A model-written selector: an optional metric name and matchers (none: `{}`).
 fn selector() -> impl Strategy<Value = (Option<&'static str>, Vec<&'static str>)> {
     (
         proptest::option::of(prop_oneof![
@@ -96,6 +113,11 @@ fn selector() -> impl Strategy<Value = (Option<&'static str>, Vec<&'static str>)
                 Just("instance=~\".*:.*\""),
                 Just("instance!~\"10[.].*\""),
                 Just("__name__=~\"process_.*|tikv_.*\""),
+                // Matchers that match the empty string: alone, no selector for PromQL;
+                // with the scope labels bound, a selector like any other.
+                Just("job=~\".*\""),
+                Just("__name__=~\".*\""),
+                Just("instance=\"\""),
             ],
             0..3,
         ),

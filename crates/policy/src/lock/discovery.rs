@@ -7,15 +7,22 @@
 //! as Prometheus anchors it), and with no selector the scope selector alone is sent. So
 //! a locked discovery request is never unscoped: its one `match[]` selector carries
 //! every scope label of the policy's tier.
+//!
+//! For the same reason a pattern or selector whose own matchers all match the empty
+//! string (`.*`, `{}`, `{job=~".*"}`) is taken as written: PromQL refuses such a
+//! selector alone as one that would select every series, but the bound scope labels
+//! make every locked selector non-empty. The values of `__name__` are the metric names
+//! of the selector's series, as Prometheus' `/api/v1/label/__name__/values` answers.
 
 use evidence_result::{Failure, Operation, PackageId, Provider, QueryId, RequestDigest};
 use jiff::Timestamp;
-use promql_parser::label::{MatchOp, Matcher};
+use promql_parser::label::{METRIC_NAME, MatchOp, Matcher};
 use promql_parser::parser::{Expr, VectorSelector};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::addresses::check_address_labels;
+use super::anchored::{parse_scoped, scope_anchor};
 use super::code::Code;
 use super::context::Ctx;
 use super::fixed::extras_failure;
@@ -181,7 +188,8 @@ impl LockedDiscovery {
 /// entirely locally. Refused with `discovery_not_granted` when the policy grants no
 /// discovery; with `invalid_discovery` for an unknown form, a label where none belongs
 /// or a missing or malformed one, or a selector that is not one plain vector selector;
-/// with `invalid_pattern` for a pattern that is too long or does not compile; with the
+/// with `invalid_pattern` for a pattern that is empty, too long or does not compile, or
+/// that comes with a selector naming a metric already; with the
 /// query codes for the selector itself (`promql_parse_error`, `promql_too_deep`,
 /// `unsupported_promql`, `scope_violation` for a matcher on a scope label that is not
 /// the policy's value, `address_label_matcher` under Manus).
@@ -335,8 +343,10 @@ fn read_pattern(
             "Write a shorter pattern, e.g. \"tikv_.*\".",
         )),
         Some(Value::String(p)) if p.is_empty() => Err(invalid(
-            "pattern is empty".to_owned(),
-            "Write a pattern, e.g. \"tikv_.*\", or leave it out.",
+            "pattern is empty: it matches only an empty metric name, which no series has"
+                .to_owned(),
+            "To list every metric name in scope, leave pattern out; to narrow them, write \
+             one such as \"tikv_.*\".",
         )),
         Some(Value::String(p)) => Ok(Some(p.clone())),
         Some(other) => Err(invalid(
@@ -384,8 +394,9 @@ fn locked_selector(
             "",
         ));
     }
+    let anchor = scope_anchor(ctx);
     let mut expr = match selector {
-        Some(text) => promql::parse(text).map_err(|e| match e {
+        Some(text) => parse_scoped(text, &anchor).map_err(|e| match e {
             ParseError::TooDeep(m) => fail(Code::PromqlTooDeep, m, plain),
             ParseError::Syntax(m) => fail(Code::PromqlParseError, m, plain),
         })?,
@@ -407,16 +418,35 @@ fn locked_selector(
         ));
     }
     if let Some(pattern) = pattern {
-        let quoted = pattern.replace('\\', "\\\\").replace('"', "\\\"");
-        let matcher = promql::parse(&format!("{{__name__=~\"{quoted}\"}}")).map_err(|e| {
-            fail(
+        if let Some(name) = &vs.name {
+            return Err(fail(
                 Code::InvalidPattern,
-                format!("pattern {pattern:?} does not compile: {e}"),
-                "Write an RE2 pattern; it matches whole names, e.g. \"tikv_.*\".",
-            )
-        })?;
+                format!(
+                    "the selector names the metric {name} and pattern filters metric names: \
+                     a name cannot be given twice"
+                ),
+                "Remove pattern to discover only that metric, or remove the metric name from \
+                 the selector and let pattern say which names to list.",
+            ));
+        }
+        // Parsed beside the scope anchor: a pattern that matches the empty string (`.*`)
+        // is a matcher like any other once the scope labels are bound.
+        let quoted = pattern.replace('\\', "\\\\").replace('"', "\\\"");
+        let matcher =
+            promql::parse(&format!("{{__name__=~\"{quoted}\",{anchor}}}")).map_err(|e| {
+                fail(
+                    Code::InvalidPattern,
+                    format!("pattern {pattern:?} does not compile: {e}"),
+                    "Write an RE2 pattern; it matches whole names, e.g. \"tikv_.*\".",
+                )
+            })?;
         if let (Expr::VectorSelector(with), Expr::VectorSelector(vs)) = (matcher, &mut expr) {
-            vs.matchers.matchers.extend(with.matchers.matchers);
+            vs.matchers.matchers.extend(
+                with.matchers
+                    .matchers
+                    .into_iter()
+                    .filter(|m| m.name == METRIC_NAME),
+            );
         }
     }
     let constructs = "Write one vector selector with =, !=, =~ and !~ matchers, without `or`.";
@@ -437,15 +467,18 @@ fn locked_selector(
             ),
         )
     })?;
-    // The label whose values are listed is required (`label!=""`), unless it is a scope
-    // label, which the binding already requires.
+    // The label whose values are listed is required (`label!=""`), unless the selector
+    // requires it already: a scope label (the binding requires it), the name of a named
+    // selector (`up{...}` cannot also hold a name matcher), or a matcher on the label
+    // that does not match the empty value.
     if let (Some(label), Expr::VectorSelector(vs)) = (required, &mut expr)
         && !ctx.bindings.iter().any(|(l, _)| *l == label)
+        && !(label == METRIC_NAME && vs.name.is_some())
         && !vs
             .matchers
             .matchers
             .iter()
-            .any(|m| m.name == label && m.op == MatchOp::NotEqual && m.value.is_empty())
+            .any(|m| m.name == label && !m.is_match(""))
     {
         vs.matchers
             .matchers
@@ -718,10 +751,11 @@ mod tests {
             d(json!({"selector": "{job=\"tikv\",cluster_id=~\".*\"}"})),
             "scope_violation"
         );
-        // Matchers that all match the empty string are no selector, as for Prometheus.
+        // A matcher on the scope label that is not its value, even one that matches
+        // everything: the platform binds the scope label.
         assert_eq!(
             d(json!({"selector": "{cluster_id=~\".*\"}"})),
-            "promql_parse_error"
+            "scope_violation"
         );
         assert_eq!(
             d(json!({"selector": "{job=\"tikv\",cluster_id!=\"x\"}"})),
@@ -734,6 +768,11 @@ mod tests {
         );
         assert_eq!(d(json!({"pattern": 7})), "invalid_pattern");
         assert_eq!(d(json!({"selector": "rate(x[1m])"})), "invalid_discovery");
+        // What the scope anchor lets parse is still checked as one selector.
+        assert_eq!(
+            d(json!({"selector": "sum({job=~\".*\"})"})),
+            "invalid_discovery"
+        );
         assert_eq!(d(json!({"selector": "x[5m]"})), "invalid_discovery");
         assert_eq!(d(json!({"selector": "x offset 5m"})), "invalid_discovery");
         assert_eq!(
@@ -776,6 +815,147 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.code().as_str(), "trusted_policy_rejected");
+    }
+
+    /// The model's natural question "which metric names are there": the values of
+    /// `__name__`, as Prometheus' `/api/v1/label/__name__/values` answers them, with or
+    /// without a selector, a named one included. Each locks, scoped, and runs as the
+    /// count of series per name, exactly as `metric_names` does.
+    #[test]
+    fn the_values_of_the_name_label_are_the_metric_names_in_scope() {
+        let id = clinic().cluster.id;
+        let window = clinic().window.seconds();
+        let values = |selector: Option<&str>| {
+            let mut args = json!({"queryId": "q", "discover": "label_values", "label": "__name__"});
+            if let Some(selector) = selector {
+                args["selector"] = json!(selector);
+            }
+            locked(args).unwrap_or_else(|e| panic!("{selector:?}: {:?}", e.failure))
+        };
+        let all = values(None);
+        assert_eq!(
+            all.selector,
+            format!("{{__name__!=\"\",cluster_id=\"{id}\"}}")
+        );
+        assert_eq!(
+            all.query().expr,
+            format!(
+                "count by (__name__, cluster_id) (last_over_time({{__name__!=\"\",cluster_id=\"{id}\"}}[{window}s]))"
+            )
+        );
+        // A named selector requires the name already: nothing is added to it.
+        assert_eq!(
+            values(Some("tikv_engine_size_bytes")).selector,
+            format!("tikv_engine_size_bytes{{cluster_id=\"{id}\"}}")
+        );
+        assert_eq!(
+            values(Some("up{job=\"tikv\"}")).selector,
+            format!("up{{cluster_id=\"{id}\",job=\"tikv\"}}")
+        );
+        // So does a name matcher that cannot match the empty name.
+        assert_eq!(
+            values(Some("{__name__=~\"tikv_.*\"}")).selector,
+            format!("{{__name__=~\"tikv_.*\",cluster_id=\"{id}\"}}")
+        );
+        assert_eq!(
+            values(Some("{job=\"tikv\"}")).selector,
+            format!("{{__name__!=\"\",cluster_id=\"{id}\",job=\"tikv\"}}")
+        );
+        // Any label a matcher already requires is not required twice.
+        let instance = locked(json!({"queryId": "q", "discover": "label_values",
+                                     "label": "instance", "selector": "{instance=~\"tikv-.*\"}"}))
+        .unwrap();
+        assert_eq!(
+            instance.selector,
+            format!("{{cluster_id=\"{id}\",instance=~\"tikv-.*\"}}")
+        );
+    }
+
+    /// A pattern or a selector whose own matchers all match the empty string (`.*`,
+    /// `a*`, `(|x)`, `.?`; `{}`, `{job=~".*"}`, `{__name__=~".*"}`, `{job=""}`) is not
+    /// an unscoped request: the scope labels make every locked selector non-empty. Each
+    /// locks, for every form it belongs to. Where a request cannot be answered as
+    /// written, the correction names the form that answers it.
+    #[test]
+    fn patterns_and_selectors_that_match_the_empty_string_are_scoped_not_refused() {
+        let id = clinic().cluster.id;
+        for pattern in [".*", "a*", "(|x)", ".?", "(tikv_.*)?"] {
+            for form in ["metric_names", "metric_metadata"] {
+                let names = locked(json!({"queryId": "q", "discover": form, "pattern": pattern}))
+                    .unwrap_or_else(|e| panic!("{form} {pattern}: {:?}", e.failure));
+                let quoted = pattern.replace('\\', "\\\\");
+                assert_eq!(
+                    names.selector,
+                    format!("{{__name__=~\"{quoted}\",cluster_id=\"{id}\"}}")
+                );
+            }
+            let with_job = locked(json!({"queryId": "q", "discover": "metric_names",
+                                         "pattern": pattern, "selector": "{job=\"tikv\"}"}))
+            .unwrap();
+            assert!(
+                with_job.selector.contains("job=\"tikv\""),
+                "{}",
+                with_job.selector
+            );
+        }
+        let forms = [
+            json!({"discover": "metric_names"}),
+            json!({"discover": "metric_metadata"}),
+            json!({"discover": "label_names"}),
+            json!({"discover": "series"}),
+            json!({"discover": "label_values", "label": "job"}),
+            json!({"discover": "label_values", "label": "__name__"}),
+        ];
+        for selector in [
+            "{}",
+            "{job=~\".*\"}",
+            "{__name__=~\".*\"}",
+            "{job=\"\"}",
+            "{job=~\".*\",instance!~\"x\"}",
+        ] {
+            for form in &forms {
+                let mut args = form.clone();
+                args["queryId"] = json!("q");
+                args["selector"] = json!(selector);
+                let got =
+                    locked(args).unwrap_or_else(|e| panic!("{form} {selector}: {:?}", e.failure));
+                assert!(
+                    got.selector.contains(&format!("cluster_id=\"{id}\"")),
+                    "{}",
+                    got.selector
+                );
+                promql::parse(&got.query().expr).unwrap();
+            }
+        }
+        // The empty pattern matches only an empty name, which no series has: refused,
+        // the correction naming what lists every name.
+        let empty =
+            locked(json!({"queryId": "q", "discover": "metric_names", "pattern": ""})).unwrap_err();
+        assert_eq!(empty.code().as_str(), "invalid_pattern");
+        assert!(
+            empty
+                .failure
+                .correction
+                .instruction
+                .contains("leave pattern out"),
+            "{:?}",
+            empty.failure
+        );
+        // A pattern with a selector that names one metric already: the correction says
+        // which form answers, never that durations or numbers are at fault.
+        let named = locked(json!({"queryId": "q", "discover": "metric_names",
+                                  "pattern": "tikv_.*", "selector": "up"}))
+        .unwrap_err();
+        assert_eq!(named.code().as_str(), "invalid_pattern");
+        let said = format!(
+            "{} {}",
+            named.failure.detail_error, named.failure.correction.instruction
+        );
+        assert!(!said.contains("durations"), "{said}");
+        assert!(
+            said.contains("selector") && said.contains("pattern"),
+            "{said}"
+        );
     }
 
     /// A matcher of a generated selector.
@@ -830,5 +1010,82 @@ mod tests {
                 prop_assert!(vs.matchers.or_matchers.is_empty());
             }
         }
+
+        /// What a model naturally asks locks: every form with a generated label
+        /// (`__name__` included), a generated selector (a metric name or none, matchers
+        /// that match the empty string or not) and a generated pattern (some matching
+        /// the empty string) is answered, scoped, unless it asks what Prometheus itself
+        /// refuses (a metric name given twice: by the selector's name and by a name
+        /// matcher or a pattern), and then the correction names what to change; no
+        /// refusal blames durations or numbers, or an empty selector.
+        #[test]
+        fn every_natural_discovery_locks_scoped(
+            name in proptest::option::of(prop_oneof![Just("tikv_engine_size_bytes"), Just("up")]),
+            matchers in proptest::collection::vec(natural_matcher(), 0..3),
+            form in prop_oneof![
+                Just(json!({"discover": "metric_names"})),
+                Just(json!({"discover": "metric_metadata"})),
+                Just(json!({"discover": "label_names"})),
+                Just(json!({"discover": "series"})),
+                prop_oneof![Just("__name__"), Just("job"), Just("instance"), Just("cluster_id")]
+                    .prop_map(|label| json!({"discover": "label_values", "label": label})),
+            ],
+            pattern in proptest::option::of(prop_oneof![
+                Just("tikv_.*"), Just(".*"), Just("a*"), Just("(|x)"), Just(".?"),
+                Just("(tikv_.*)?"), Just(".+"),
+            ]),
+        ) {
+            let selector = format!("{}{{{}}}", name.unwrap_or_default(), matchers.join(","));
+            let mut args = form.clone();
+            args["queryId"] = json!("q");
+            args["selector"] = json!(selector);
+            let names = form["discover"] == "metric_names" || form["discover"] == "metric_metadata";
+            let pattern = pattern.filter(|_| names);
+            if let Some(p) = pattern {
+                args["pattern"] = json!(p);
+            }
+            let name_twice = name.is_some()
+                && (pattern.is_some() || matchers.iter().any(|m| m.starts_with("__name__")));
+            match locked(args) {
+                Ok(got) => {
+                    prop_assert!(!name_twice, "{} locked: {}", selector, got.selector);
+                    let Ok(Expr::VectorSelector(vs)) = promql::parse(&got.selector) else {
+                        return Err(TestCaseError::fail(format!("not one selector: {}", got.selector)));
+                    };
+                    prop_assert!(vs.matchers.matchers.iter().any(|m| m.to_string() == "cluster_id=\"SaaS01\""));
+                    if let Some(p) = pattern {
+                        prop_assert!(vs.matchers.matchers.iter().any(|m| m.name == "__name__" && m.value == p), "{}", got.selector);
+                    }
+                    if let Some(label) = form["label"].as_str() {
+                        // The listed label is required: by the scope, the name, or a matcher.
+                        let required = label == "cluster_id"
+                            || (label == "__name__" && vs.name.is_some())
+                            || vs.matchers.matchers.iter().any(|m| m.name == label && !m.is_match(""));
+                        prop_assert!(required, "{}", got.selector);
+                    }
+                    promql::parse(&got.query().expr).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                }
+                Err(refused) => {
+                    let said = format!("{} {}", refused.failure.detail_error, refused.failure.correction.instruction);
+                    prop_assert!(name_twice, "{} refused: {}", selector, said);
+                    prop_assert!(!said.contains("durations") && !said.contains("non-empty matcher"), "{}", said);
+                }
+            }
+        }
+    }
+
+    /// A matcher of a model's natural selector: on a label or the name, some matching
+    /// the empty string, none on the scope label.
+    fn natural_matcher() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("job=\"tikv\""),
+            Just("job=~\".*\""),
+            Just("job=\"\""),
+            Just("instance!~\"10[.].*\""),
+            Just("instance=~\".+\""),
+            Just("__name__=~\".*\""),
+            Just("__name__=~\"tikv_.*|up\""),
+            Just("__name__!=\"up\""),
+        ]
     }
 }

@@ -7,9 +7,11 @@
 //! locked within; `scope` the scope labels that apply to the policy's cluster tier;
 //! `query` the pipeline that locks one query; `request` the entry point that reads the
 //! arguments and the Clinic batch; `addresses` the Manus step that refuses expressions
-//! testing or moving an instance address.
+//! testing or moving an instance address; `discovery` the lock of one discovery request,
+//! and `anchored` the parse of its selector within the scope.
 
 mod addresses;
+mod anchored;
 mod code;
 mod context;
 mod digest;
