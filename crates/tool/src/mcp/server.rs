@@ -426,8 +426,14 @@ fn to_call_tool_result(result: &ToolResult) -> Result<CallToolResult, ToolError>
     Ok(serde_json::from_value(projected)?)
 }
 
+/// The client's answer when a call's result or record cannot be produced: a fixed text
+/// (the cause may name the audit log's path), the cause on stderr for the operator.
 fn internal(e: &ToolError) -> ErrorData {
-    ErrorData::internal_error(format!("no result could be produced: {e}"), None)
+    eprintln!("no result could be produced: {e}");
+    ErrorData::internal_error(
+        "no result could be produced; the operator has the detail in the server's log",
+        None,
+    )
 }
 
 impl<T: PackageTool> ServerHandler for PackageServer<T> {
