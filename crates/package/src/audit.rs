@@ -2,11 +2,14 @@
 
 use std::time::Duration;
 
+use evidence_result::evidence::EvidenceOutcome;
 use evidence_result::{
     Digest, ErrorCode, FailureClass, PackageId, QueryId, RequestDigest, Status, ToolResult,
 };
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+
+use crate::traceparent::Traceparent;
 
 use thiserror::Error;
 
@@ -104,6 +107,18 @@ pub struct AuditRecord {
     /// result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_detail: Option<String>,
+    /// How many of the call's answers (the call's own, or its batch items') had no data:
+    /// `no_data` stays unverified, never zero, and an operator counts it apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub no_data: u32,
+    /// The W3C `traceparent` the call arrived with (in its MCP request's `_meta`, or its
+    /// HTTP header), so that an operator can join the runtime's trace to this record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<Traceparent>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The longest [`AuditRecord::operator_detail`], in bytes: a longer detail is cut at a
@@ -207,6 +222,12 @@ impl AuditRecord {
                 .iter()
                 .find_map(|i| i.error.as_ref().map(|e| e.class))
         });
+        let no_data = details
+            .evidence
+            .iter()
+            .chain(details.items.iter().filter_map(|i| i.evidence.as_ref()))
+            .filter(|e| e.outcome == EvidenceOutcome::NoData)
+            .count();
         Ok(AuditRecord {
             time: call.time,
             stream: source.stream,
@@ -228,6 +249,8 @@ impl AuditRecord {
             folder_changed: false,
             cancelled: false,
             operator_detail: None,
+            no_data: u32::try_from(no_data).unwrap_or(u32::MAX),
+            traceparent: None,
         })
     }
 
@@ -261,6 +284,8 @@ impl AuditRecord {
             folder_changed: false,
             cancelled: true,
             operator_detail: None,
+            no_data: 0,
+            traceparent: None,
         }
     }
 
@@ -283,6 +308,12 @@ impl AuditRecord {
     /// bytes).
     pub fn with_operator_detail(mut self, detail: impl Into<String>) -> Self {
         self.operator_detail = Some(bounded(detail.into()));
+        self
+    }
+
+    /// The same record, with the `traceparent` its call arrived with.
+    pub fn with_traceparent(mut self, traceparent: Option<Traceparent>) -> Self {
+        self.traceparent = traceparent;
         self
     }
 

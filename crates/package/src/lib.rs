@@ -13,6 +13,7 @@ pub mod profile;
 mod revision;
 pub mod secrets;
 pub mod storage_state;
+mod traceparent;
 
 // What a packager, a sandbox or a catalog reader starts from: the package and its
 // manifest, the secret binding, the output guard, audit records, the catalog and agent
@@ -27,6 +28,7 @@ pub use package::{Package, PackageFile, PackageKind};
 pub use profile::AgentProfile;
 pub use revision::Revision;
 pub use secrets::{SecretBinding, SecretValues};
+pub use traceparent::{Traceparent, TraceparentError};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

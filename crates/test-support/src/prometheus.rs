@@ -103,6 +103,16 @@ impl Prometheus {
         Self::start_on(blocks, Some(fixture), None).await
     }
 
+    /// [`Prometheus::start`], scraping `target`'s `/metrics` every second as job
+    /// `exposition` (a server's own metrics, for the tests of what it counts).
+    pub async fn start_scraping(
+        fixture: Fixture,
+        target: SocketAddr,
+    ) -> Result<Self, TestSupportError> {
+        let blocks = Self::blocks_of(fixture).await?;
+        Self::start_on(blocks, Some(fixture), Some(target)).await
+    }
+
     /// The cached blocks of `fixture` (built on first use); fails with the install
     /// command when `prometheus` is missing.
     async fn blocks_of(fixture: Fixture) -> Result<PathBuf, TestSupportError> {

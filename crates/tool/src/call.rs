@@ -293,6 +293,7 @@ impl PreparedCall<'_> {
                 cut_off_result(self.package, self.locked(), &self.deadline, cut)?
             }
             Prepared::Locked(request) => {
+                let asked = std::time::Instant::now();
                 let call = connector.call_within(request, config, secrets, &self.deadline);
                 let given_up = self
                     .deadline
@@ -302,6 +303,11 @@ impl PreparedCall<'_> {
                     Some(at) => tokio::time::timeout_at(at, call).await.ok(),
                     None => Some(call.await),
                 };
+                crate::metrics::global().phase(
+                    self.package.identity().as_str(),
+                    crate::metrics::Phase::Provider,
+                    asked.elapsed(),
+                );
                 match ran {
                     Some(Ok(result)) => result,
                     Some(Err(e)) => local_failure(
@@ -327,6 +333,7 @@ impl PreparedCall<'_> {
     /// named in the audit record only, and so is the detail of a runtime-context failure
     /// that answered the call (the result holds its kind's fixed sentence).
     fn finish(self, result: ToolResult) -> Result<SandboxOutcome, ToolError> {
+        let guarding = std::time::Instant::now();
         let output_bytes = result.text().len();
         let guarded = self.binding.guard().enforce(result);
         let blocked_secrets = guarded
@@ -354,6 +361,11 @@ impl PreparedCall<'_> {
         if let Some(detail) = self.operator_detail {
             audit = audit.with_operator_detail(detail);
         }
+        crate::metrics::global().phase(
+            self.package.identity().as_str(),
+            crate::metrics::Phase::Guard,
+            guarding.elapsed(),
+        );
         Ok(SandboxOutcome { result, audit })
     }
 }

@@ -35,7 +35,7 @@ async fn entry<T: PackageTool>() -> Result<(), ToolError> {
         Ok(sandbox) => {
             let deadline = sandbox.deadline(started);
             sandbox
-                .answer_with(read_args, CallEnvelope::Context, started, deadline)
+                .answer_with(read_args, CallEnvelope::Context, started, deadline, None)
                 .await?
         }
         Err(failure) => unloaded(T::TOOL, &failure, started)?,

@@ -30,8 +30,18 @@ pub fn write_outputs(
 
 /// Appends the audit record to `audit_log` (stderr when `None`).
 pub(crate) fn write_audit(audit: &AuditRecord, audit_log: Option<&Path>) -> Result<(), ToolError> {
+    let started = std::time::Instant::now();
     let what = ("append the audit record to", "write the audit record to");
-    append_line(&audit.to_json_line()?, what, audit_log)
+    let written = append_line(&audit.to_json_line()?, what, audit_log);
+    // Every answered call is counted where its record is written, in every shape.
+    let metrics = crate::metrics::global();
+    metrics.phase(
+        audit.package.as_str(),
+        crate::metrics::Phase::Audit,
+        started.elapsed(),
+    );
+    metrics.call(audit, written.is_ok());
+    written
 }
 
 /// Appends `line` and a newline to `audit_log` (stderr when `None`); `what` says what

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use evidence_connectors::{CutOff, Deadline};
 use evidence_materialize::TurnLimits;
+use evidence_package::Traceparent;
 use evidence_package::{
     AuditRecord, CallContext, Package, SecretBinding, SecretValues, manifest::PolicyDelivery,
 };
@@ -34,6 +35,7 @@ use crate::deadline::{call_deadline, deadline_margin, give_up_after, package_tim
 use crate::deploy::running_package;
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::{Admitted, TurnSpec};
+use crate::metrics::{Phase, Store};
 use crate::runtime_context::RuntimeContext;
 use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
@@ -200,8 +202,14 @@ impl<T: PackageTool> Sandbox<T> {
             CallEnvelope::Context,
             started,
             self.deadline(started),
+            None,
         )
         .await
+    }
+
+    /// Whether the package folder on disk changed since this process hashed it.
+    pub(crate) fn package_changed(&self) -> bool {
+        self.stamp.as_ref().is_some_and(FolderStamp::changed)
     }
 
     /// The deadline of a call of this sandbox's package that started at `started`.
@@ -219,6 +227,7 @@ impl<T: PackageTool> Sandbox<T> {
         envelope: CallEnvelope,
         started: Instant,
         deadline: Deadline,
+        traceparent: Option<Traceparent>,
     ) -> Result<(ToolResult, AuditRecord), ToolError> {
         let now = Timestamp::now();
         let (result, audit) = match self.call(now, deadline, args, envelope).await {
@@ -235,6 +244,7 @@ impl<T: PackageTool> Sandbox<T> {
                 (result, audit)
             }
         };
+        let audit = audit.with_traceparent(traceparent);
         tell_operator(T::TOOL, &audit);
         let changed = self.stamp.as_ref().is_some_and(FolderStamp::changed);
         Ok((result, audit.with_folder_changed(changed)))
@@ -315,7 +325,11 @@ impl<T: PackageTool> Sandbox<T> {
                 format!("the call could not produce a result: {e}"),
             )
         };
+        let locking = Instant::now();
         let prepared = prepare(call).map_err(no_result)?.within(deadline.clone());
+        let package = self.package.identity().as_str();
+        let metrics = crate::metrics::global();
+        metrics.phase(package, Phase::VerifyLock, locking.elapsed());
         let cut_off = |prepared: crate::PreparedCall<'_>, cut| {
             prepared
                 .answer_cut_off(cut)
@@ -345,13 +359,19 @@ impl<T: PackageTool> Sandbox<T> {
                     runs_for: wait + deadline_margin(timeout),
                     log_within: give_up_after(timeout),
                 };
+                let backend = ledger.backend();
+                let admitting = Instant::now();
                 let admit = off_workers(move || ledger.admit(&spec, &plan));
                 let Ok(admitted) = deadline.run(admit).await else {
+                    metrics.store(Store::TurnLedger, backend, admitting.elapsed(), true);
                     // An admission that completes after this still holds its running
                     // file until the worker ends; the next admission finds it abandoned.
                     let cut = CutOff::BeforeQuery("while the turn ledger was waited for");
                     return cut_off(prepared, cut);
                 };
+                let failed = !matches!(admitted, Ok(Ok(_)));
+                metrics.store(Store::TurnLedger, backend, admitting.elapsed(), failed);
+                metrics.phase(package, Phase::Admission, admitting.elapsed());
                 Some(admitted?.map_err(|e| e.to_failure())?)
             }
             _ => None,
@@ -420,7 +440,16 @@ pub(crate) fn unloaded(
 fn tell_operator(tool: Tool, audit: &AuditRecord) {
     if let Some(detail) = &audit.operator_detail {
         let codes: Vec<&str> = audit.error_codes.iter().map(|c| c.as_str()).collect();
-        eprintln!("{}: {}: {detail}", tool.binary_name(), codes.join(","));
+        let trace = audit
+            .traceparent
+            .as_ref()
+            .map(|t| format!(" (trace {})", t.trace_id()))
+            .unwrap_or_default();
+        eprintln!(
+            "{}: {}: {detail}{trace}",
+            tool.binary_name(),
+            codes.join(",")
+        );
     }
 }
 

@@ -10,7 +10,8 @@ Reads a plan (JSON) on stdin:
                    "version": "2025-06-18" | "2025-11-25" | "2026-07-28",
                    "start_after_ms": int | null,
                    "steps": [{"label": str, "tool": str, "arguments": {...},
-                              "rename_before": [from, to] | null}
+                              "rename_before": [from, to] | null,
+                              "meta": {str: ...} | null}
                              | {"label": str, "parallel": [step, ...]}]}],
      "concurrent": bool | null}
 
@@ -25,7 +26,8 @@ The SDK validates every result against the negotiated revision's schema and ever
 non-error result's `structuredContent` against the tool's `outputSchema`; error
 results are validated against it too, with the SDK's own `validate_tool_result`.
 A step whose request fails at the protocol level is recorded as such and the session
-goes on. `rename_before` renames a file before the step (the runtime context changing
+goes on. `meta` is sent as the request's `_meta` (a W3C `traceparent`, for instance).
+`rename_before` renames a file before the step (the runtime context changing
 between calls of one server). A `parallel` step sends its steps at once in the one
 session and records each when it answers. With `concurrent`, the sessions run at once
 (each after its `start_after_ms`), not one after another. Every call step records its
@@ -105,7 +107,7 @@ async def run_step(session: ClientSession, step: dict) -> dict:
         os.rename(source, target)
     sent = time.monotonic()
     try:
-        result = await session.call_tool(step["tool"], step["arguments"])
+        result = await session.call_tool(step["tool"], step["arguments"], meta=step.get("meta"))
     except MCPError as e:
         return {
             "label": step["label"],

@@ -248,6 +248,14 @@ impl TurnLedger {
         }
     }
 
+    /// The store's kind, as metrics name it: `file` or `redis`.
+    pub(crate) fn backend(&self) -> &'static str {
+        match self {
+            TurnLedger::File(_) => "file",
+            TurnLedger::Redis(_) => "redis",
+        }
+    }
+
     /// Judges `call` in the turn `spec` names (see the module documentation) and logs
     /// the admission or the refusal.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {

@@ -120,6 +120,8 @@ pub(crate) struct BoundedSessions {
     inner: LocalSessionManager,
     limits: ServerLimits,
     state: Mutex<State>,
+    /// The package served, as metrics name it.
+    package: String,
 }
 
 /// An open event stream's place in the bounds; freed when dropped.
@@ -132,17 +134,19 @@ pub(crate) struct StreamPlace {
 impl BoundedSessions {
     /// A manager with `limits`; idle sessions end after `limits.session_idle`, and an
     /// answer is kept for a late resume at most that long too.
-    pub(crate) fn new(limits: ServerLimits) -> Self {
+    pub(crate) fn new(limits: ServerLimits, package: &str) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(limits.session_idle);
         inner.session_config.completed_cache_ttl = limits
             .session_idle
             .min(inner.session_config.completed_cache_ttl);
         inner.session_config.init_timeout = Some(limits.session_idle);
+        crate::metrics::global().sessions(package, 0);
         BoundedSessions {
             inner,
             limits,
             state: Mutex::new(State::default()),
+            package: package.to_owned(),
         }
     }
 
@@ -269,6 +273,7 @@ impl SessionManager for BoundedSessions {
                 streams: 0,
             },
         );
+        crate::metrics::global().sessions(&self.package, state.sessions.len());
         Ok((id, transport))
     }
 
@@ -295,6 +300,7 @@ impl SessionManager for BoundedSessions {
                     state.per_peer.remove(&kept.peer);
                 }
             }
+            crate::metrics::global().sessions(&self.package, state.sessions.len());
         }
         Ok(self.inner.close_session(id).await?)
     }
@@ -363,7 +369,7 @@ mod tests {
 
     #[tokio::test]
     async fn sessions_are_bounded_in_total_and_per_peer_and_a_closed_one_frees_its_place() {
-        let sessions = Arc::new(BoundedSessions::new(limits(3, 2)));
+        let sessions = Arc::new(BoundedSessions::new(limits(3, 2), "test"));
         let create = |peer| {
             let sessions = sessions.clone();
             async move { with_peer(peer, sessions.create_session()).await }
@@ -393,7 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_is_bound_to_its_first_token_and_streams_are_bounded() {
-        let sessions = Arc::new(BoundedSessions::new(limits(4, 4)));
+        let sessions = Arc::new(BoundedSessions::new(limits(4, 4), "test"));
         let (id, _) = with_peer(ip(1), sessions.create_session()).await.0.unwrap();
         let (a, b) = (Digest::sha256(b"a"), Digest::sha256(b"b"));
         assert_eq!(sessions.may_resume(&id, None), Ok(()));

@@ -157,6 +157,8 @@ pub(crate) struct Listening {
     pub(crate) max_connections: usize,
     /// Connections served at once from one peer address.
     pub(crate) max_connections_per_peer: usize,
+    /// The package served, as metrics name it.
+    pub(crate) package: Arc<str>,
 }
 
 /// The connections open per peer address; a connection's place is freed when its
@@ -212,6 +214,7 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
         tls,
         max_connections,
         max_connections_per_peer,
+        package,
     } = listening;
     let gate = Arc::new(Semaphore::new(max_connections.max(1)));
     let peers = Arc::new(PerPeer::default());
@@ -234,14 +237,17 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
             }
         };
         let Ok(permit) = gate.clone().try_acquire_owned() else {
-            refuse_connection(stream, tls.is_some(), &route, "connections_full");
+            let seen = refuse_connection(stream, tls.is_some(), "connections_full");
+            record(&route, &package, seen);
             continue;
         };
         let Some(place) = peers.enter(peer.ip(), max_connections_per_peer) else {
-            refuse_connection(stream, tls.is_some(), &route, "peer_connections_full");
+            let seen = refuse_connection(stream, tls.is_some(), "peer_connections_full");
+            record(&route, &package, seen);
             continue;
         };
         let (route, stop, tls) = (route.clone(), stop.clone(), tls.clone());
+        let package = package.clone();
         tokio::spawn(async move {
             let _held = (permit, place);
             let pending = Arc::new(AtomicBool::new(false));
@@ -251,18 +257,26 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
             };
             match tls {
                 None => {
-                    serve_connection(TokioIo::new(stream), peer, route, pending, stop).await;
+                    serve_connection(TokioIo::new(stream), peer, route, package, pending, stop)
+                        .await;
                 }
                 Some(tls) => {
                     let handshake = tokio::time::timeout(HEAD_READ_TIMEOUT, tls.accept(stream));
                     match handshake.await {
                         Ok(Ok(stream)) => {
                             pending.store(false, Ordering::Relaxed);
-                            serve_connection(TokioIo::new(stream), peer, route, pending, stop)
-                                .await;
+                            serve_connection(
+                                TokioIo::new(stream),
+                                peer,
+                                route,
+                                package,
+                                pending,
+                                stop,
+                            )
+                            .await;
                         }
                         _ if pending.load(Ordering::Relaxed) => {
-                            route.record(refusal_seen(0, "tls_handshake_failed"));
+                            record(&route, &package, refusal_seen(0, "tls_handshake_failed"));
                         }
                         // Nothing arrived: no request was made.
                         _ => {}
@@ -271,6 +285,12 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
             }
         });
     }
+}
+
+/// Counts a request and writes its record.
+fn record<R: Route>(route: &R, package: &str, seen: Seen) {
+    crate::metrics::global().http_request(package, seen.status, seen.refused);
+    route.record(seen);
 }
 
 /// The record of a request refused below the routes.
@@ -286,7 +306,7 @@ fn refusal_seen(status: u16, code: &'static str) -> Seen {
 /// so far is read (so that closing does not reset the answer away), `503` with
 /// `Retry-After` written when it is plain HTTP, and the connection closed. The socket is
 /// used directly (non-blocking), since the runtime has not seen it ready yet.
-fn refuse_connection<R: Route>(stream: TcpStream, tls: bool, route: &R, code: &'static str) {
+fn refuse_connection(stream: TcpStream, tls: bool, code: &'static str) -> Seen {
     use std::io::{Read as _, Write as _};
     let status = match stream.into_std() {
         Ok(mut stream) => {
@@ -316,7 +336,7 @@ fn refuse_connection<R: Route>(stream: TcpStream, tls: bool, route: &R, code: &'
         }
         Err(_) => 0,
     };
-    route.record(refusal_seen(status, code));
+    refusal_seen(status, code)
 }
 
 /// Serves one connection until it closes, or until `stop` (then ends it gracefully);
@@ -325,6 +345,7 @@ async fn serve_connection<I, R>(
     io: I,
     peer: SocketAddr,
     route: R,
+    package: Arc<str>,
     pending: Arc<AtomicBool>,
     stop: CancellationToken,
 ) where
@@ -332,10 +353,11 @@ async fn serve_connection<I, R>(
     R: Route,
 {
     let (answering, answered) = (route.clone(), pending.clone());
+    let serving = package.clone();
     let handle = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let (route, answered) = (answering.clone(), answered.clone());
+        let (route, answered, package) = (answering.clone(), answered.clone(), serving.clone());
         async move {
-            let answer = answer(request, peer.ip(), &route).await;
+            let answer = answer(request, peer.ip(), &route, package).await;
             // The request was read whole: what arrives next is the next request.
             answered.store(false, Ordering::Relaxed);
             Ok::<_, std::convert::Infallible>(answer)
@@ -369,14 +391,19 @@ async fn serve_connection<I, R>(
             Some((0, "request_incomplete"))
         };
         if let Some((status, code)) = refused {
-            route.record(refusal_seen(status, code));
+            record(&route, &package, refusal_seen(status, code));
         }
     }
 }
 
 /// Answers one request through `route` and, once the answer's body ends, leaves its
 /// request record unless a call record covers it.
-async fn answer<R: Route>(request: Request<Incoming>, peer: IpAddr, route: &R) -> Answer {
+async fn answer<R: Route>(
+    request: Request<Incoming>,
+    peer: IpAddr,
+    route: &R,
+    package: Arc<str>,
+) -> Answer {
     let started = std::time::Instant::now();
     let mut seen = Seen::arriving(request.method().as_str(), request.uri().path());
     let routed = route.route(request, peer).await;
@@ -387,6 +414,7 @@ async fn answer<R: Route>(request: Request<Incoming>, peer: IpAddr, route: &R) -
     seen.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let ending = RecordAtEnd {
         route: route.clone(),
+        package,
         seen: Some(seen),
         covered: routed.covered,
     };
@@ -403,16 +431,21 @@ async fn answer<R: Route>(request: Request<Incoming>, peer: IpAddr, route: &R) -
 /// with its connection), unless a call record covers the request.
 struct RecordAtEnd<R: Route> {
     route: R,
+    package: Arc<str>,
     seen: Option<Seen>,
     covered: CallSeen,
 }
 
 impl<R: Route> Drop for RecordAtEnd<R> {
     fn drop(&mut self) {
-        if let Some(seen) = self.seen.take()
-            && !self.covered.marked()
-        {
-            self.route.record(seen);
+        let Some(seen) = self.seen.take() else {
+            return;
+        };
+        if self.covered.marked() {
+            // The call's own record covers it; it is counted all the same.
+            crate::metrics::global().http_request(&self.package, seen.status, seen.refused);
+        } else {
+            record(&self.route, &self.package, seen);
         }
     }
 }

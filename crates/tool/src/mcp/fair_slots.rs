@@ -188,6 +188,23 @@ impl<K> Clone for FairSlots<K> {
 struct Inner<K> {
     scheduler: Scheduler<K>,
     wake: HashMap<u64, oneshot::Sender<()>>,
+    /// The package the slots serve, as metrics name it.
+    package: String,
+    capacity: usize,
+}
+
+impl<K: Eq + Hash + Clone> Inner<K> {
+    /// Reports the slots busy and the calls waiting now.
+    fn report(&self) {
+        let free = self.scheduler.free;
+        let waiting = self.scheduler.queues.values().map(VecDeque::len).sum();
+        crate::metrics::global().slots(
+            &self.package,
+            self.capacity,
+            self.capacity.saturating_sub(free),
+            waiting,
+        );
+    }
 }
 
 /// A slot held by one call of session `key`; it comes free when dropped.
@@ -207,13 +224,17 @@ struct Waiting<K: Eq + Hash + Clone> {
 }
 
 impl<K: Eq + Hash + Clone> FairSlots<K> {
-    /// `capacity` slots (at least one).
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// `capacity` slots (at least one) of `package`'s calls.
+    pub(crate) fn new(capacity: usize, package: &str) -> Self {
+        let inner = Inner {
+            scheduler: Scheduler::new(capacity),
+            wake: HashMap::new(),
+            package: package.to_owned(),
+            capacity: capacity.max(1),
+        };
+        inner.report();
         FairSlots {
-            inner: Arc::new(Mutex::new(Inner {
-                scheduler: Scheduler::new(capacity),
-                wake: HashMap::new(),
-            })),
+            inner: Arc::new(Mutex::new(inner)),
         }
     }
 
@@ -228,7 +249,9 @@ impl<K: Eq + Hash + Clone> FairSlots<K> {
     pub(crate) async fn acquire(&self, key: K) -> Slot<K> {
         let (ticket, woken) = {
             let mut inner = self.lock();
-            match inner.scheduler.arrive(key.clone()) {
+            let arrival = inner.scheduler.arrive(key.clone());
+            inner.report();
+            match arrival {
                 Arrival::Granted => {
                     return Slot {
                         slots: self.clone(),
@@ -236,6 +259,7 @@ impl<K: Eq + Hash + Clone> FairSlots<K> {
                     };
                 }
                 Arrival::Queued(ticket) => {
+                    crate::metrics::global().slot_wait(&inner.package);
                     let (tx, rx) = oneshot::channel();
                     inner.wake.insert(ticket, tx);
                     (ticket, rx)
@@ -266,6 +290,7 @@ impl<K: Eq + Hash + Clone> FairSlots<K> {
                 let _woken = wake.send(());
             }
         }
+        inner.report();
     }
 
     /// The slots free and the calls waiting now.
@@ -290,7 +315,9 @@ impl<K: Eq + Hash + Clone> Drop for Waiting<K> {
         let given_up = {
             let mut inner = self.slots.lock();
             inner.wake.remove(&self.ticket);
-            inner.scheduler.cancel(&self.key, self.ticket)
+            let given_up = inner.scheduler.cancel(&self.key, self.ticket);
+            inner.report();
+            given_up
         };
         if !given_up {
             // Granted just before the wait was dropped: the slot goes on.
@@ -410,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_given_up_leaves_its_place_and_a_granted_slot_goes_on() {
-        let slots = FairSlots::new(1);
+        let slots = FairSlots::new(1, "test");
         let held = slots.acquire(1_u8).await;
         // A wait of session 2 given up (its deadline passed) leaves the queue.
         let gave_up = tokio::time::timeout(Duration::from_millis(20), slots.acquire(2)).await;

@@ -45,6 +45,7 @@ pub use listen::{
     McpTransport, OPERATOR_FLAG,
 };
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
+pub use operator::{HEALTHZ_PATH, METRICS_PATH, READYZ_PATH};
 pub use request_audit::{HTTP_REQUEST_RECORD, RequestRecord};
 pub use server::serve_mcp;
 pub use session::{ENVELOPES_PATH, SESSION_HEADER};

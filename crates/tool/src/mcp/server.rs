@@ -48,10 +48,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use evidence_connectors::CutOff;
+use evidence_package::Traceparent;
 
 use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
-use crate::failure::RuntimeFailure;
+use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::mcp::bounded_sessions::BoundedSessions;
 use crate::mcp::connection::{self, CallSeen, Listening, Seen};
 use crate::mcp::environment::keep_only_own_variables;
@@ -65,7 +66,9 @@ use crate::mcp::operator::{self, OperatorRoute, Record};
 use crate::mcp::request_audit::{HTTP_REQUEST_RECORD, RequestRecord, write_request_record};
 use crate::mcp::session::{self, session_envelope};
 use crate::mcp::tls::TlsFiles;
+use crate::metrics::{Phase, Store};
 use crate::output::write_audit;
+use crate::readiness;
 use crate::runtime::block_on_to_exit;
 use crate::runtime_context::RuntimeContext;
 use crate::sandbox::{CallEnvelope, Sandbox};
@@ -166,12 +169,14 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
     let concurrency = usize::try_from(package.manifest().limits.concurrency)
         .unwrap_or(1)
         .max(1);
+    crate::metrics::global().build(package.identity().as_str(), &package.digest().to_string());
+    let slots = FairSlots::new(concurrency, package.identity().as_str());
     let inflight = Arc::new(InFlight::default());
     let served = Arc::new(served);
     let server = PackageServer {
         listing: tool_listing(served.package())?,
         served: served.clone(),
-        slots: FairSlots::new(concurrency),
+        slots,
         calls: TaskTracker::new(),
         inflight: inflight.clone(),
         sessions: store,
@@ -259,7 +264,8 @@ async fn serve_http<T: PackageTool>(
     }
     let delivering = server.served.clone();
     let deliver: Arc<operator::Deliver> = Arc::new(move |body: &[u8]| {
-        blocking(|| {
+        let started = Instant::now();
+        let answer = blocking(|| {
             session::deliver(
                 delivering.package(),
                 delivering.context(),
@@ -267,10 +273,30 @@ async fn serve_http<T: PackageTool>(
                 body,
                 Timestamp::now(),
             )
-        })
+        });
+        let metrics = crate::metrics::global();
+        let failed = answer.refused == Some(session::STORE_UNAVAILABLE);
+        metrics.store(
+            Store::SessionStore,
+            store.backend(),
+            started.elapsed(),
+            failed,
+        );
+        metrics.delivery(delivering.package().identity().as_str(), answer.outcome());
+        answer
     });
     let record = request_recorder(&server.served);
-    let sessions = Arc::new(BoundedSessions::new(limits));
+    let (checking, checked_store) = (server.served.clone(), server.sessions.clone());
+    let ready: Arc<operator::Ready> = Arc::new(move || {
+        readiness::checks(
+            checking.package_changed(),
+            checking.context(),
+            checked_store.as_ref(),
+        )
+    });
+    let package: Arc<str> = Arc::from(server.served.package().identity().as_str());
+    let operator_package = package.clone();
+    let sessions = Arc::new(BoundedSessions::new(limits, &package));
     let endpoints = http::Endpoints {
         deliver: listen.envelopes_on_mcp_port().then(|| deliver.clone()),
         record: record.clone(),
@@ -287,6 +313,7 @@ async fn serve_http<T: PackageTool>(
             tls: tls.clone(),
             max_connections: limits.max_connections,
             max_connections_per_peer: limits.max_connections_per_peer,
+            package: package.clone(),
         },
         AgentRoute {
             service,
@@ -304,11 +331,14 @@ async fn serve_http<T: PackageTool>(
                 tls,
                 max_connections: limits.max_connections,
                 max_connections_per_peer: limits.max_connections_per_peer,
+                package,
             },
             OperatorRoute {
                 deliver,
                 record,
                 hosts,
+                ready,
+                package: operator_package,
             },
             stop,
         )
@@ -479,6 +509,14 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         if let Some(seen) = parts.and_then(|p| p.extensions.get::<CallSeen>()) {
             seen.mark();
         }
+        let traceparent = traceparent_of(
+            served_package(&self.served),
+            context
+                .meta
+                .get(TRACEPARENT)
+                .and_then(serde_json::Value::as_str),
+            parts,
+        );
         // The arguments as the JSON text the model wrote them; the sandbox call judges
         // them (a bad argument is a result, never a protocol error).
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
@@ -495,7 +533,15 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
             None => (CallEnvelope::Context, None),
             Some(store) => {
                 let within = deadline.remaining().unwrap_or(Duration::from_secs(60));
+                let looking = Instant::now();
                 let session = blocking(|| session_envelope(parts, store, Timestamp::now(), within));
+                let failed = matches!(&session, Err(f) if f.kind == RuntimeFailureKind::TurnLedgerUnavailable);
+                crate::metrics::global().store(
+                    Store::SessionStore,
+                    store.backend(),
+                    looking.elapsed(),
+                    failed,
+                );
                 let key = session.as_ref().ok().map(|(_, digest)| *digest);
                 (CallEnvelope::Session(session), key)
             }
@@ -508,7 +554,14 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         let call = self.calls.spawn(async move {
             let answered = async {
                 let slot = if needs_slot {
-                    deadline.run(slots.acquire(slot_key)).await.map(Some)
+                    let waiting = Instant::now();
+                    let slot = deadline.run(slots.acquire(slot_key)).await.map(Some);
+                    crate::metrics::global().phase(
+                        served.package().identity().as_str(),
+                        Phase::SlotWait,
+                        waiting.elapsed(),
+                    );
+                    slot
                 } else {
                     Ok(None)
                 };
@@ -517,7 +570,7 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
                         let _slot = slot;
                         let args = args.clone();
                         served
-                            .answer_with(move || Ok(args), envelope, started, deadline)
+                            .answer_with(move || Ok(args), envelope, started, deadline, traceparent)
                             .await
                     }
                     Err(_) => {
@@ -527,6 +580,7 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
                         );
                         let (result, mut audit) = served.answer_cut_off(started, &deadline, cut)?;
                         audit.query_ids = query_ids(&args);
+                        audit.traceparent = traceparent;
                         Ok((result, audit))
                     }
                 }
@@ -551,6 +605,31 @@ impl<T: PackageTool> ServerHandler for PackageServer<T> {
         Ok(to_call_tool_result(&result)
             .map_err(|e| internal(&e))?
             .into())
+    }
+}
+
+/// The name of the W3C trace context in a request's `_meta` and in HTTP headers.
+const TRACEPARENT: &str = "traceparent";
+
+fn served_package<T: PackageTool>(served: &Sandbox<T>) -> &str {
+    served.package().identity().as_str()
+}
+
+/// The `traceparent` a call arrived with: in its request's `_meta`, else in its HTTP
+/// request's header. A malformed one is ignored and counted; it never fails the call.
+fn traceparent_of(package: &str, meta: Option<&str>, parts: Option<&Parts>) -> Option<Traceparent> {
+    let header = || {
+        parts
+            .and_then(|p| p.headers.get(TRACEPARENT))
+            .map(|v| v.to_str().unwrap_or(""))
+    };
+    let text = meta.or_else(header)?;
+    match text.parse() {
+        Ok(traceparent) => Some(traceparent),
+        Err(_) => {
+            crate::metrics::global().traceparent_malformed(package);
+            None
+        }
     }
 }
 

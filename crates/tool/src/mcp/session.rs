@@ -40,6 +40,9 @@ pub const SESSION_HEADER: &str = "X-Evidence-Session";
 /// body, at most [`MAX_ENVELOPE_BYTES`]).
 pub const ENVELOPES_PATH: &str = "/envelopes";
 
+/// The refusal code of a delivery whose shared store could not be used.
+pub(crate) const STORE_UNAVAILABLE: &str = "session_store_unavailable";
+
 /// How long a delivery may wait for a shared (Redis) session store.
 const DELIVERY_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -113,6 +116,15 @@ impl DeliveryAnswer {
     /// The body as bytes.
     pub(crate) fn bytes(&self) -> Bytes {
         Bytes::from(self.body.to_string())
+    }
+
+    /// The outcome as metrics name it: the refusal's code, or `stored` or `unchanged`.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match (self.refused, self.body["delivered"].as_str()) {
+            (Some(code), _) => code,
+            (None, Some("unchanged")) => "unchanged",
+            (None, _) => "stored",
+        }
     }
 }
 
@@ -210,11 +222,9 @@ pub(crate) fn deliver(
                 &policy_id,
             )
         },
-        Err(e @ SessionStoreError::Shared(_)) => DeliveryAnswer::refused(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "session_store_unavailable",
-            e,
-        ),
+        Err(e @ SessionStoreError::Shared(_)) => {
+            DeliveryAnswer::refused(StatusCode::SERVICE_UNAVAILABLE, STORE_UNAVAILABLE, e)
+        }
         Err(e) => DeliveryAnswer::refused(
             StatusCode::INTERNAL_SERVER_ERROR,
             "session_store_unusable",

@@ -30,6 +30,11 @@ impl FileSessions {
         }
     }
 
+    /// The store's folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn file(&self, session: &Digest) -> PathBuf {
         self.dir.join(format!("{}.json", hex_of(session)))
     }

@@ -149,6 +149,14 @@ impl SessionStore {
         SessionStore::Redis(RedisSessions::new(state, package))
     }
 
+    /// The store's kind, as metrics name it: `file` or `redis`.
+    pub(crate) fn backend(&self) -> &'static str {
+        match self {
+            SessionStore::File(_) => "file",
+            SessionStore::Redis(_) => "redis",
+        }
+    }
+
     /// Stores `envelope` (whose `policy`, verified by the caller, names `session`) as the
     /// session's current envelope when it was issued after the one held; a Redis store
     /// waits at most `within`.

@@ -51,6 +51,11 @@ impl RedisSessions {
         }
     }
 
+    /// The Redis it uses.
+    pub(crate) fn state(&self) -> &SharedState {
+        &self.state
+    }
+
     fn key(&self, session: &Digest) -> String {
         format!("{}{}", self.prefix, hex_of(session))
     }
