@@ -138,23 +138,23 @@ async fn a_real_prometheus_scraping_the_server_counts_exactly_the_calls_made() {
     let t = Some(token.expose());
     let cpu = test_support::TIDB_CPU.expr;
     let cases = [
-        (t, "ok", cpu.to_owned(), "success"),
+        (t, "q_cpu_alpha", cpu.to_owned(), "success"),
         (
             t,
-            "nothing",
+            "q_absent_beta",
             "absent_metric_for_the_test{cluster_id=\"SaaS01\"}".to_owned(),
             "success",
         ),
         (
             t,
-            "widened",
+            "q_wide_gamma",
             "up{cluster_id=\"SaaS99\"}".to_owned(),
             "scope_violation",
         ),
-        (None, "anonymous", cpu.to_owned(), "session_missing"),
+        (None, "q_anon_delta", cpu.to_owned(), "session_missing"),
         (
             t,
-            "many",
+            "q_many_epsilon",
             "process_cpu_seconds_total{cluster_id=\"SaaS01\"} / on(cluster_id) \
              process_cpu_seconds_total{cluster_id=\"SaaS01\"}"
                 .to_owned(),
