@@ -460,3 +460,105 @@ impl Metrics {
         self.ready.get_or_create(&labels).set(i64::from(all));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Every label value of an exposition.
+    fn label_values(exposition: &str) -> Vec<String> {
+        let mut values = Vec::new();
+        for line in exposition.lines().filter(|l| !l.starts_with('#')) {
+            let Some((_, labels)) = line.split_once('{') else {
+                continue;
+            };
+            let labels = labels.split('}').next().unwrap_or_default();
+            let mut rest = labels;
+            while let Some((_, after)) = rest.split_once("=\"") {
+                let (value, more) = after.split_once('"').unwrap_or((after, ""));
+                values.push(value.to_owned());
+                rest = more;
+            }
+        }
+        values
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever a call's record holds that came from the model or the provider
+        /// (query ids, request digests, the policy id and ticket, error codes the contract
+        /// does not list, the secrets a guard matched, an operator's detail), no label
+        /// value of the exposition is ever one of those texts.
+        #[test]
+        fn no_label_value_comes_from_the_model_or_the_provider(
+            words in proptest::collection::vec("[a-z][a-z0-9_]{2,24}", 6),
+            status in prop_oneof![Just("ok"), Just("partial"), Just("error")],
+            no_data in 0..3_u32,
+        ) {
+            let record = json!({
+                "time": "2026-12-06T00:00:00Z",
+                "stream": "auto_oncall.managed_auto_oncall_clinic",
+                "package": "managed_auto_oncall_clinic",
+                "policy_id": format!("pol-{}", words[0]),
+                "ticket": format!("T-{}", words[1]),
+                "query_ids": [words[2].clone()],
+                "request_digests": [],
+                "status": status,
+                "failure_class": "query_rejected",
+                "error_codes": [format!("zz_{}", words[3])],
+                "duration_ms": 3,
+                "output_bytes": 10,
+                "blocked": true,
+                "blocked_secrets": [words[4].clone()],
+                "unguarded": [],
+                "folder_changed": false,
+                "cancelled": false,
+                "operator_detail": words[5].clone(),
+                "no_data": no_data,
+            });
+            let audit: AuditRecord = serde_json::from_value(record).unwrap();
+            let metrics = Metrics::new();
+            metrics.call(&audit, false);
+            metrics.phase(audit.package.as_str(), Phase::Provider, Duration::from_millis(3));
+            let exposition = metrics.encode();
+            let values = label_values(&exposition);
+            prop_assert!(values.iter().any(|v| v == "other"), "{}", exposition);
+            let from_outside = [
+                audit.policy_id.clone().unwrap_or_default(),
+                audit.ticket.clone().unwrap_or_default(),
+                words[2].clone(),
+                format!("zz_{}", words[3]),
+                words[4].clone(),
+                words[5].clone(),
+            ];
+            for text in &from_outside {
+                prop_assert!(!values.contains(text), "{} in {}", text, exposition);
+            }
+        }
+    }
+
+    #[test]
+    fn a_listed_code_is_its_own_label_and_the_exposition_is_openmetrics() {
+        let metrics = Metrics::new();
+        let record = json!({
+            "time": "2026-12-06T00:00:00Z", "stream": "s", "package": "managed_auto_oncall_manus",
+            "query_ids": [], "request_digests": [], "status": "error",
+            "failure_class": "policy_violation", "error_codes": ["scope_violation"],
+            "duration_ms": 1, "output_bytes": 1, "blocked": false, "blocked_secrets": [],
+            "unguarded": [], "folder_changed": false, "cancelled": false,
+        });
+        metrics.call(&serde_json::from_value(record).unwrap(), true);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "evidence_calls_total{package=\"managed_auto_oncall_manus\",status=\"error\",\
+                 class=\"policy_violation\",code=\"scope_violation\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
