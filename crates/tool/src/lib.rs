@@ -64,6 +64,40 @@ pub mod internal {
         codes
     }
 
+    /// A registry of its own, for the metrics benchmark.
+    pub fn fresh_metrics() -> crate::metrics::Metrics {
+        crate::metrics::Metrics::new()
+    }
+
+    /// What one served call records in `metrics`, as a server over HTTP records it: its
+    /// six phases, the slots taken and freed, its HTTP request, its turn admission and
+    /// its audit record's counts.
+    pub fn record_one_call(
+        metrics: &crate::metrics::Metrics,
+        audit: &evidence_package::AuditRecord,
+    ) {
+        use crate::metrics::{Phase, Store};
+        use std::time::Duration;
+        let package = audit.package.as_str();
+        let took = Duration::from_micros(700);
+        metrics.slots(package, 4, 1, 0);
+        for phase in [
+            Phase::VerifyLock,
+            Phase::Admission,
+            Phase::SlotWait,
+            Phase::Provider,
+            Phase::Guard,
+            Phase::Audit,
+        ] {
+            metrics.phase(package, phase, took);
+        }
+        metrics.store(Store::TurnLedger, "file", took, false);
+        metrics.store(Store::SessionStore, "file", took, false);
+        metrics.call(audit, true);
+        metrics.slots(package, 4, 0, 0);
+        metrics.http_request(package, 200, None);
+    }
+
     /// A turn ledger as `EVIDENCE_TURN_LEDGER` names it (a directory, or a Redis URL),
     /// for the admission benchmark: each [`AdmissionBench::admit_and_answer`] is what
     /// one call costs the ledger (its admission, then its answer logged).

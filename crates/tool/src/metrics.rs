@@ -187,7 +187,7 @@ fn status_label(status: Status) -> &'static str {
 }
 
 impl Metrics {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("evidence");
         let calls = Family::default();
         registry.register(
