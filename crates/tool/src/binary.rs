@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use crate::entry::run_entrypoint;
+use crate::log::LOG_FORMAT_FLAG;
 use crate::mcp::{
     ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, ENVELOPES_PATH, HttpListen,
     HttpListenError, MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_SESSIONS_FLAG,
@@ -28,7 +29,7 @@ fn usage(name: &str) -> String {
          {pad}[{MAX_CONNECTIONS_FLAG} N] [{MAX_CONNECTIONS_PER_PEER_FLAG} N]\n       \
          {pad}[{MAX_SESSIONS_FLAG} N] [{MAX_SESSIONS_PER_PEER_FLAG} N]\n       \
          {pad}[{MAX_STREAMS_FLAG} N] [{MAX_STREAMS_PER_SESSION_FLAG} N]\n       \
-         {pad}[{SESSION_IDLE_FLAG} N] [{ENVELOPES_ON_MCP_PORT_FLAG}]\n       \
+         {pad}[{SESSION_IDLE_FLAG} N] [{ENVELOPES_ON_MCP_PORT_FLAG}] [{LOG_FORMAT_FLAG} json|plain]\n       \
          {pad}(MCP server over Streamable HTTP at http(s)://IP:PORT{MCP_HTTP_PATH}, envelope\n       \
          {pad}deliveries at {ENVELOPES_PATH} of the {OPERATOR_FLAG} listener; plain HTTP on\n       \
          {pad}loopback IPs only, any other IP needs TLS; the bounds and their defaults:\n       \

@@ -9,6 +9,7 @@ mod entry;
 mod error;
 mod failure;
 mod ledger;
+pub mod log;
 pub mod mcp;
 pub mod metrics;
 pub mod output;

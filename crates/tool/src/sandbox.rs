@@ -207,6 +207,16 @@ impl<T: PackageTool> Sandbox<T> {
         .await
     }
 
+    /// The names of the bound secrets `text` holds, in any encoding the output guard
+    /// knows, when it holds any (what a log line is checked with).
+    pub(crate) fn secrets_in(&self, text: &str) -> Option<Vec<String>> {
+        let binding = self.binding.as_ref().ok()?;
+        match binding.guard().scan_text(text) {
+            evidence_package::guard::Verdict::Clean => None,
+            evidence_package::guard::Verdict::Blocked(blocked) => Some(blocked.secrets),
+        }
+    }
+
     /// Whether the package folder on disk changed since this process hashed it.
     pub(crate) fn package_changed(&self) -> bool {
         self.stamp.as_ref().is_some_and(FolderStamp::changed)
@@ -396,7 +406,10 @@ impl<T: PackageTool> Sandbox<T> {
                 .await
                 .and_then(|logged| logged.map_err(|e| e.to_failure()))
             {
-                eprintln!("{}: {e}", T::TOOL.binary_name());
+                crate::log::error(
+                    "ledger_answer_not_logged",
+                    &format!("{}: {e}", T::TOOL.binary_name()),
+                );
             }
         }
         Ok((outcome.result, outcome.audit))
@@ -440,15 +453,17 @@ pub(crate) fn unloaded(
 fn tell_operator(tool: Tool, audit: &AuditRecord) {
     if let Some(detail) = &audit.operator_detail {
         let codes: Vec<&str> = audit.error_codes.iter().map(|c| c.as_str()).collect();
-        let trace = audit
-            .traceparent
-            .as_ref()
-            .map(|t| format!(" (trace {})", t.trace_id()))
-            .unwrap_or_default();
-        eprintln!(
-            "{}: {}: {detail}{trace}",
-            tool.binary_name(),
-            codes.join(",")
+        let trace = audit.traceparent.as_ref().map(|t| t.trace_id());
+        let shown = trace.map(|t| format!(" (trace {t})")).unwrap_or_default();
+        crate::log::line(
+            crate::log::Level::Warn,
+            "call_failed",
+            &format!(
+                "{}: {}: {detail}{shown}",
+                tool.binary_name(),
+                codes.join(",")
+            ),
+            trace,
         );
     }
 }

@@ -290,6 +290,21 @@ async fn readiness_follows_the_redis_and_the_audit_log() {
     .await;
     assert_eq!(post.status, 405);
     assert_eq!(operator_get(&server, "/other").await.status, 404);
+    // Its stderr is one JSON object per line, with time, level, event and package, and
+    // no line holds the provider's token.
+    let lines = server.lines.lock().unwrap().clone();
+    assert!(lines.len() >= 4, "{lines:?}");
+    for line in &lines {
+        let object: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        for key in ["time", "level", "event", "package", "message"] {
+            assert!(object.get(key).is_some(), "{key} in {line}");
+        }
+        assert!(!line.contains(TOKEN), "{line}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("\"event\":\"not_ready\"")),
+        "{lines:?}"
+    );
 }
 
 /// The official SDK sends a `traceparent` in its call's `_meta`: the call's audit record

@@ -231,7 +231,7 @@ pub(crate) async fn serve<R: Route>(listening: Listening, route: R, stop: Cancel
                 (stream, peer)
             }
             Err(e) => {
-                eprintln!("{name}: accept failed: {e}");
+                crate::log::warn("accept_failed", &format!("{name}: accept failed: {e}"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

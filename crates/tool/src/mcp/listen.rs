@@ -14,6 +14,7 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::log::{LOG_FORMAT_FLAG, LogFormat};
 use crate::mcp::environment::MCP_FLAG;
 use crate::mcp::limits::ServerLimits;
 use crate::mcp::tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsFiles};
@@ -92,6 +93,7 @@ pub struct HttpListen {
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     limits: ServerLimits,
+    log_format: LogFormat,
 }
 
 impl HttpListen {
@@ -122,6 +124,7 @@ impl HttpListen {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             limits: ServerLimits::default(),
+            log_format: LogFormat::default(),
         };
         let (mut cert, mut key) = (None, None);
         let mut rest = rest.iter();
@@ -144,6 +147,9 @@ impl HttpListen {
                 continue;
             }
             match flag.as_str() {
+                LOG_FORMAT_FLAG => {
+                    listen.log_format = LogFormat::parse(&value).map_err(HttpListenError::Usage)?;
+                }
                 OPERATOR_FLAG if listen.operator.is_none() => {
                     listen.operator = Some(
                         value
@@ -220,6 +226,11 @@ impl HttpListen {
         self.limits
     }
 
+    /// How the server writes its stderr lines.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
+
     /// The arguments that give this configuration again (the server re-executes itself
     /// with them).
     pub(crate) fn to_args(&self) -> Vec<String> {
@@ -241,6 +252,12 @@ impl HttpListen {
             args.extend([ALLOW_ORIGIN_FLAG.to_owned(), origin.clone()]);
         }
         args.extend(self.limits.to_args());
+        if self.log_format != LogFormat::default() {
+            args.extend([
+                LOG_FORMAT_FLAG.to_owned(),
+                self.log_format.as_str().to_owned(),
+            ]);
+        }
         args
     }
 
@@ -437,6 +454,16 @@ mod tests {
         .unwrap();
         assert_eq!(listen.limits().max_sessions, 9);
         assert_eq!(listen.limits().session_idle, Duration::from_secs(30));
+        assert_eq!(listen.log_format(), LogFormat::Json);
+        let plain =
+            HttpListen::from_args(&with_operator("127.0.0.1:1", &[LOG_FORMAT_FLAG, "plain"]))
+                .unwrap();
+        assert_eq!(plain.log_format(), LogFormat::Plain);
+        assert!(plain.to_args().contains(&"plain".to_owned()));
+        assert!(matches!(
+            HttpListen::from_args(&with_operator("127.0.0.1:1", &[LOG_FORMAT_FLAG, "xml"])),
+            Err(HttpListenError::Usage(_))
+        ));
         assert_eq!(
             HttpListen::from_args(
                 &listen

@@ -67,7 +67,10 @@ impl OperatorRoute {
         };
         crate::metrics::global().ready(&self.package, &checks);
         for reason in why {
-            eprintln!("{}: not ready: {reason}", self.package);
+            crate::log::warn(
+                "not_ready",
+                &format!("{}: not ready: {reason}", self.package),
+            );
         }
         checks
             .into_iter()

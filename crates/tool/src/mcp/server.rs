@@ -228,6 +228,12 @@ async fn serve_http<T: PackageTool>(
     stop: CancellationToken,
 ) -> Result<(), ToolError> {
     let name = T::TOOL.binary_name();
+    let scanning = server.served.clone();
+    crate::log::init(
+        listen.log_format(),
+        server.served.package().identity().as_str(),
+        Arc::new(move |line: &str| scanning.secrets_in(line)),
+    );
     // The TLS files are read before the server listens: a bad one stops it here.
     let tls = listen
         .tls()
@@ -254,11 +260,14 @@ async fn serve_http<T: PackageTool>(
         .ok_or_else(|| ToolError::Mcp("no session store".to_owned()))?;
     let mut limits = listen.limits();
     if let Some(fitted) = limits.fitted_connections(open_files_limit()) {
-        eprintln!(
-            "{name} {MCP_HTTP_FLAG}: at most {fitted} connections per listener (not {}): the \
-             process may open only so many files, {RESERVED_DESCRIPTORS} of them kept for \
-             the audit log, the turn ledger and the calls",
-            limits.max_connections
+        crate::log::warn(
+            "connections_fitted",
+            &format!(
+                "{name} {MCP_HTTP_FLAG}: at most {fitted} connections per listener (not {}): \
+                 the process may open only so many files, {RESERVED_DESCRIPTORS} of them kept \
+                 for the audit log, the turn ledger and the calls",
+                limits.max_connections
+            ),
         );
         limits.max_connections = fitted;
     }
@@ -323,7 +332,10 @@ async fn serve_http<T: PackageTool>(
     );
     let operator = operator.map(|(listener, operator_bound)| {
         let hosts = listen.operator_hosts(operator_bound);
-        eprintln!("{name} {OPERATOR_FLAG}: serving {scheme}://{operator_bound}");
+        crate::log::info(
+            "serving",
+            &format!("{name} {OPERATOR_FLAG}: serving {scheme}://{operator_bound}"),
+        );
         connection::serve(
             Listening {
                 name: format!("{name} {OPERATOR_FLAG}"),
@@ -343,7 +355,10 @@ async fn serve_http<T: PackageTool>(
             stop,
         )
     });
-    eprintln!("{name} {MCP_HTTP_FLAG}: serving {scheme}://{bound}{MCP_HTTP_PATH}");
+    crate::log::info(
+        "serving",
+        &format!("{name} {MCP_HTTP_FLAG}: serving {scheme}://{bound}{MCP_HTTP_PATH}"),
+    );
     match operator {
         Some(operator) => {
             tokio::join!(agent, operator);
@@ -374,7 +389,10 @@ fn request_recorder<T: PackageTool>(served: &Arc<Sandbox<T>>) -> Arc<Record> {
             duration_ms: seen.duration_ms,
         };
         if let Err(e) = write_request_record(&record, recording.context().audit_log()) {
-            eprintln!("{}: {e}", T::TOOL.binary_name());
+            crate::log::error(
+                "request_record_failed",
+                &format!("{}: {e}", T::TOOL.binary_name()),
+            );
         }
     })
 }
@@ -459,7 +477,7 @@ fn to_call_tool_result(result: &ToolResult) -> Result<CallToolResult, ToolError>
 /// The client's answer when a call's result or record cannot be produced: a fixed text
 /// (the cause may name the audit log's path), the cause on stderr for the operator.
 fn internal(e: &ToolError) -> ErrorData {
-    eprintln!("no result could be produced: {e}");
+    crate::log::error("no_result", &format!("no result could be produced: {e}"));
     ErrorData::internal_error(
         "no result could be produced; the operator has the detail in the server's log",
         None,

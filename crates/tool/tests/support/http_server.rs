@@ -24,6 +24,8 @@ pub struct HttpServer {
     pub operator: Option<SocketAddr>,
     /// `http` or `https`.
     pub scheme: &'static str,
+    /// Every stderr line so far.
+    pub lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl HttpServer {
@@ -52,10 +54,13 @@ impl HttpServer {
         // The server names the address it bound on stderr once it listens.
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("server: {line}");
+                kept.lock().unwrap().push(line.clone());
                 let _sent = tx.send(line);
             }
         });
@@ -64,6 +69,11 @@ impl HttpServer {
         let (scheme, addr) = loop {
             match rx.recv_timeout(Duration::from_secs(20)) {
                 Ok(line) => {
+                    // A JSON log line (the default) says it in its message.
+                    let line = serde_json::from_str::<Value>(&line)
+                        .ok()
+                        .and_then(|v| v["message"].as_str().map(str::to_owned))
+                        .unwrap_or(line);
                     // The operator listener is named first, then the MCP endpoint.
                     if line.contains(&format!("{OPERATOR_FLAG}: serving ")) {
                         let url = line.split("://").nth(1).unwrap();
@@ -89,6 +99,7 @@ impl HttpServer {
             addr,
             operator,
             scheme,
+            lines,
         }
     }
 
