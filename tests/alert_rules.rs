@@ -24,7 +24,9 @@ fn promtool(args: &[&str]) {
         .current_dir(dir())
         .output()
         .unwrap_or_else(|e| {
-            panic!("promtool: {e} (apt-get install -y prometheus; bash scripts/test.sh installs it)")
+            panic!(
+                "promtool: {e} (apt-get install -y prometheus; bash scripts/test.sh installs it)"
+            )
         });
     assert!(
         out.status.success(),
