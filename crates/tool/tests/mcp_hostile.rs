@@ -31,7 +31,6 @@ use evidence_tool::mcp::{
     MAX_INITIALIZE_BYTES, MAX_STREAMS_PER_SESSION_FLAG, MCP_HTTP_FLAG, OPERATOR_FLAG,
     RETRY_AFTER_SECS, ServerLimits, TLS_CERT_FLAG, TLS_KEY_FLAG,
 };
-use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::raw::{self, Reply};
 use support::*;
@@ -52,8 +51,7 @@ fn args(query_id: &str) -> Value {
 /// Prometheus behind the Clinic front (with `delay` before each answer) and a deployed
 /// Clinic package whose manifest `edit` changed.
 struct Setup {
-    _prometheus: test_support::Prometheus,
-    front: test_support::ClinicFront,
+    provider: ClinicProvider,
     dir: tempfile::TempDir,
     clinic: PathBuf,
     env: Vec<(&'static str, String)>,
@@ -61,15 +59,8 @@ struct Setup {
 
 impl Setup {
     async fn new(delay: Duration, edit: impl FnOnce(&mut Value)) -> Setup {
-        let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
-            .await
-            .unwrap();
-        let front = test_support::ClinicFront::start(
-            &prometheus.url(),
-            SecretString::from(TOKEN.to_owned()),
-        )
-        .await
-        .unwrap();
+        let provider = ClinicProvider::start(TOKEN).await;
+        let front = &provider.front;
         front.faults().set_delay(delay);
         let dir = tempfile::tempdir().unwrap();
         let (clinic, _) = deploy_edited(dir.path(), CLINIC, "v3", CLINIC_TOOL, edit);
@@ -86,8 +77,7 @@ impl Setup {
             TOKEN,
         ));
         Setup {
-            _prometheus: prometheus,
-            front,
+            provider,
             dir,
             clinic,
             env,
@@ -283,6 +273,7 @@ async fn idle_connections_and_streams_beyond_their_bounds_are_refused_at_once() 
     ]);
     // All 5,000 first (the served ones wait for a head, 10 s at most), then each read
     // without waiting: an over-bound connection has its answer already.
+    let opening = Instant::now();
     let mut streams = Vec::new();
     for _ in 0..50 {
         let batch = (0..100).map(|_| raw::connect(server.addr, ATTACKER));
@@ -304,9 +295,17 @@ async fn idle_connections_and_streams_beyond_their_bounds_are_refused_at_once() 
         }
     }
     // The peer holds at most its bound at once; every other connection was answered
-    // 503 at once, each with its record.
+    // 503 at once, each with its record. A served connection ends at the head timeout
+    // (10 s) and frees its place, so within the time the 5,000 took, at most 250 more
+    // were served for each 10 s passed.
+    let rounds = 1 + usize::try_from(opening.elapsed().as_secs() / 10).unwrap();
     assert!(open.len() <= 250, "{} open", open.len());
-    assert!(refused >= 4_500, "{refused} refused, {closed} closed");
+    assert!(
+        open.len() + closed <= 250 * rounds,
+        "{refused} refused, {closed} closed, {} open in {:?}",
+        open.len(),
+        opening.elapsed()
+    );
     assert_eq!(open.len() + closed + refused, 5_000);
     assert_eq!(s.refused("peer_connections_full").len(), refused);
     // The runtime's delivery is not delayed by the agent's port.
@@ -430,7 +429,7 @@ async fn a_call_without_a_valid_session_is_answered_before_it_takes_a_slot() {
     let token = s.session(&server, "pol-holder");
     let addr = server.addr;
     let holder = tokio::spawn(async move { agent_call(addr, &token, "holder").await });
-    while s.front.arrived() == 0 {
+    while s.provider.front.arrived() == 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let id = raw::open_session(server.addr, ATTACKER).await;
@@ -452,7 +451,7 @@ async fn a_call_without_a_valid_session_is_answered_before_it_takes_a_slot() {
     }
     let (reply, _) = holder.await.unwrap();
     assert_eq!(call_status(&reply), Status::Ok);
-    assert_eq!(s.front.arrived(), 1);
+    assert_eq!(s.provider.front.arrived(), 1);
     assert_eq!(s.call_records().len(), 4);
 }
 
@@ -573,7 +572,7 @@ async fn every_request_the_transport_refuses_leaves_its_record() {
         meta.status >= 400 || meta.message()["error"].is_object(),
         "{meta:?}"
     );
-    assert_eq!(s.front.arrived(), 0);
+    assert_eq!(s.provider.front.arrived(), 0);
     let calls = s
         .records()
         .iter()

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use evidence_policy::SessionToken;
 use evidence_test_support as test_support;
 use evidence_tool::mcp::{HEALTHZ_PATH, MCP_HTTP_FLAG, METRICS_PATH, OPERATOR_FLAG, READYZ_PATH};
-use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::raw::{self, Reply};
 use support::*;
@@ -31,28 +30,18 @@ fn args(query_id: &str, expr: &str) -> Value {
 /// The Clinic provider, a deployed package and the environment of its server, with the
 /// turn ledger `ledger` (a directory, or a Redis URL) and the audit log `audit`.
 struct Setup {
-    _prometheus: test_support::Prometheus,
-    front: test_support::ClinicFront,
+    provider: ClinicProvider,
     dir: tempfile::TempDir,
     clinic: PathBuf,
 }
 
 impl Setup {
     async fn new() -> Setup {
-        let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
-            .await
-            .unwrap();
-        let front = test_support::ClinicFront::start(
-            &prometheus.url(),
-            SecretString::from(TOKEN.to_owned()),
-        )
-        .await
-        .unwrap();
+        let provider = ClinicProvider::start(TOKEN).await;
         let dir = tempfile::tempdir().unwrap();
         let (clinic, _) = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL);
         Setup {
-            _prometheus: prometheus,
-            front,
+            provider,
             dir,
             clinic,
         }
@@ -65,7 +54,12 @@ impl Setup {
             &self.clinic,
             &policy("clinic", CLINIC, json!({})),
         );
-        let mut env = http_env(&clinic_env(&signed, audit, self.front.base_url(), TOKEN));
+        let mut env = http_env(&clinic_env(
+            &signed,
+            audit,
+            self.provider.front.base_url(),
+            TOKEN,
+        ));
         if let Some(ledger) = ledger {
             env.retain(|(name, _)| *name != "EVIDENCE_TURN_LEDGER");
             env.push(("EVIDENCE_TURN_LEDGER", ledger));

@@ -21,7 +21,7 @@ mod wire;
 #[allow(unused_imports)]
 pub use http_server::{HttpServer, deliver_to};
 #[allow(unused_imports)]
-pub use providers::Providers;
+pub use providers::{ClinicProvider, Providers};
 #[allow(unused_imports)]
 pub use sdk::{python, run_client};
 #[allow(unused_imports)]

@@ -67,3 +67,29 @@ impl Providers {
         ]
     }
 }
+
+/// Real Prometheus over the `Main` fixture behind the Clinic front accepting
+/// `clinic_token`: the provider of the Clinic server tests.
+pub struct ClinicProvider {
+    _prometheus: test_support::Prometheus,
+    pub front: test_support::ClinicFront,
+}
+
+impl ClinicProvider {
+    /// Starts both.
+    pub async fn start(clinic_token: &str) -> ClinicProvider {
+        let prometheus = test_support::Prometheus::start(test_support::Fixture::Main)
+            .await
+            .unwrap();
+        let front = test_support::ClinicFront::start(
+            &prometheus.url(),
+            SecretString::from(clinic_token.to_owned()),
+        )
+        .await
+        .unwrap();
+        ClinicProvider {
+            _prometheus: prometheus,
+            front,
+        }
+    }
+}
