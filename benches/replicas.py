@@ -208,7 +208,8 @@ def main() -> int:
             else:
                 for s in q["sessions"]:
                     redis.command("DEL", f"evidence:turn:{{{s['policy_id']}}}:entries",
-                                  f"evidence:turn:{{{s['policy_id']}}}:running")
+                                  f"evidence:turn:{{{s['policy_id']}}}:running",
+                                  f"evidence:turn:{{{s['policy_id']}}}:refusals")
                 bases, audits = [b for b, _ in replicas], [a for _, a in replicas]
                 entries = lambda pid: entries_in_redis(redis, pid)
             before = audit_count(audits)

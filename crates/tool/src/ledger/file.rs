@@ -1,9 +1,12 @@
 //! The file store of the turn ledger, for the servers of one host: a directory the
 //! runtime gives (`EVIDENCE_TURN_LEDGER`), each turn one file of JSON lines in it,
-//! `<policy_id>.jsonl`, read and appended under an exclusive `flock`. An admitted call
-//! holds a lock on its own running file (`<policy_id>.call-<n>.lock`) until its outcome
-//! is appended; a running file nobody holds means its process ended. The file lock is
-//! held only to read the turn's few lines and append, never while a call runs.
+//! `<policy_id>.jsonl`, read and appended under an exclusive `flock`, and its refusals
+//! counted by code in `<policy_id>.refusals.json` (written aside and renamed into place
+//! under the same lock, so a crash leaves the old counts or the new ones). An admitted
+//! call holds a lock on its own running file (`<policy_id>.call-<n>.lock`) until its
+//! outcome is appended; a running file nobody holds means its process ended. The file
+//! lock is held only to read the turn's few lines (at most three per admitted call) and
+//! write, never while a call runs.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -13,6 +16,7 @@ use evidence_materialize::Call;
 use rustix::fs::{FlockOperation, flock};
 
 use super::entry::Entry;
+use super::refusals::RefusalCounts;
 use super::{Admitted, Hold, LedgerError, RunningCall, TurnSpec, Verdict, judge};
 
 /// The directory of a file ledger.
@@ -68,6 +72,11 @@ impl FileLedger {
         turn_file.with_extension(format!("call-{call}.lock"))
     }
 
+    /// The file of the turn's refusal counts.
+    pub(crate) fn refusals_file(turn_file: &Path) -> PathBuf {
+        turn_file.with_extension("refusals.json")
+    }
+
     /// Judges `call` under the turn file's lock and appends what it found.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
         self.check()?;
@@ -75,6 +84,7 @@ impl FileLedger {
         let mut file = locked(&turn_file)?;
         let entries = read_entries(&file, &turn_file)?;
         let judged = judge(spec.limits, &entries, call_abandoned(&turn_file), call)?;
+        let refused = judged.verdict.refusal_code();
         // The running file is held before the admission is appended: an admission
         // without its lock would read as abandoned.
         let admitted = match judged.verdict {
@@ -94,6 +104,9 @@ impl FileLedger {
         };
         for entry in &judged.appended {
             append(&mut file, &turn_file, entry)?;
+        }
+        if let Some(code) = refused {
+            count_refusal(&Self::refusals_file(&turn_file), code)?;
         }
         for abandoned in &judged.abandoned {
             // Logged as abandoned: its running file is no longer looked at.
@@ -185,6 +198,31 @@ fn read_entries(file: &File, path: &Path) -> Result<Vec<Entry>, LedgerError> {
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Counts one refusal of `code` in the counts file at `path` (the caller holds the
+/// turn's lock): read, counted, written aside and renamed into place.
+fn count_refusal(path: &Path, code: &str) -> Result<(), LedgerError> {
+    let io = |action, source| LedgerError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let corrupt = |why: String| LedgerError::Corrupt {
+        at: path.display().to_string(),
+        line: 1,
+        why,
+    };
+    let mut counts: RefusalCounts = match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => RefusalCounts::default(),
+        Err(e) => return Err(io("read", e)),
+    };
+    counts.count(code);
+    let body = serde_json::to_vec(&counts).map_err(|e| corrupt(e.to_string()))?;
+    let aside = path.with_extension("json.new");
+    std::fs::write(&aside, body).map_err(|e| io("written", e))?;
+    std::fs::rename(&aside, path).map_err(|e| io("renamed into place", e))
 }
 
 fn append(file: &mut File, path: &Path, entry: &Entry) -> Result<(), LedgerError> {

@@ -1,20 +1,23 @@
 //! The Redis store of the turn ledger, for servers on several hosts (and several
-//! replicas of each package behind a load balancer). A turn is two keys in one hash
-//! slot: `evidence:turn:{<policy_id>}:entries`, a list of JSON entries, and
-//! `evidence:turn:{<policy_id>}:running`, a sorted set of the admitted calls' leases
-//! (score: when the lease ends, in Redis' own milliseconds, so the hosts' clocks do not
-//! matter).
+//! replicas of each package behind a load balancer). A turn is three keys in one hash
+//! slot: `evidence:turn:{<policy_id>}:entries`, a list of JSON entries (at most three
+//! per admitted call); `evidence:turn:{<policy_id>}:running`, a sorted set of the
+//! admitted calls' leases (score: when the lease ends, in Redis' own milliseconds, so
+//! the hosts' clocks do not matter); and `evidence:turn:{<policy_id>}:refusals`, a hash
+//! of the turn's refusals counted by code.
 //!
 //! An admission reads the turn (the entries and the leases still running, one script),
-//! judges the call with [`super::judge`] in this process, and appends with a second
-//! script that appends only when the list still has the length it was judged on; when
-//! another replica appended in between, the call is judged again on the new entries.
-//! So two replicas can never both admit what one `Turn` would refuse, and the rules
-//! stay in [`evidence_materialize::Turn`]: Redis only stores and orders.
+//! judges the call with [`super::judge`] in this process, and writes with a second
+//! script that writes only when the list still has the length it was judged on (it
+//! appends an admission, or counts a refusal with `HINCRBY`); when another replica
+//! appended in between, the call is judged again on the new entries. So two replicas
+//! can never both admit what one `Turn` would refuse, the rules stay in
+//! [`evidence_materialize::Turn`] (Redis only stores and orders), and a refusal adds
+//! nothing for later admissions to read.
 //!
 //! A lease ends when the call's deadline and margin end: a replica killed mid-call
 //! leaves an admission whose lease runs out, and the next admission of the turn appends
-//! it as abandoned, as the file store does for a running file nobody holds. Both keys
+//! it as abandoned, as the file store does for a running file nobody holds. The keys
 //! expire an hour after the policy does (no call verifies under it by then, whatever
 //! the clocks of the hosts say within [`evidence_policy::CLOCK_SKEW`] many times over).
 
@@ -41,18 +44,21 @@ local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')
 return {entries, live}
 ";
 
-/// Appends ARGV[5..] when the list has ARGV[1] entries; then the lease of call ARGV[3]
-/// (when not empty) for ARGV[4] ms, leases that ended are dropped, and both keys expire
-/// at ARGV[2] (ms). 1 when appended, 0 when the turn changed.
+/// When the list has ARGV[1] entries: appends ARGV[6..], counts a refusal of code
+/// ARGV[5] (when not empty), adds the lease of call ARGV[3] (when not empty) for ARGV[4]
+/// ms, drops the leases that ended, and the keys expire at ARGV[2] (ms). 1 when written,
+/// 0 when the turn changed.
 const APPEND_IF: &str = r"
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
-for i = 5, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+for i = 6, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+if ARGV[5] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[5], 1) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[3]) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[2]) end
 return 1
 ";
 
@@ -90,6 +96,7 @@ pub(crate) struct Running {
 struct Keys {
     entries: String,
     running: String,
+    refusals: String,
 }
 
 impl Keys {
@@ -98,6 +105,7 @@ impl Keys {
         Keys {
             entries: format!("evidence:turn:{{{policy}}}:entries"),
             running: format!("evidence:turn:{{{policy}}}:running"),
+            refusals: format!("evidence:turn:{{{policy}}}:refusals"),
         }
     }
 }
@@ -137,8 +145,9 @@ impl RedisLedger {
         }
     }
 
-    /// Judges `call` on the turn's entries and appends, again until no other admission
-    /// came in between or `spec.wait` is over.
+    /// Judges `call` on the turn's entries and writes (appends the admission, or counts
+    /// the refusal), again until no other admission came in between or `spec.wait` is
+    /// over.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
         let started = Instant::now();
         let keys = Keys::of(spec);
@@ -177,15 +186,18 @@ impl RedisLedger {
                 Verdict::Run(n) => n.to_string(),
                 Verdict::Refused(_) => String::new(),
             };
+            let refused = judged.verdict.refusal_code().unwrap_or("");
             let left = wait.saturating_sub(started.elapsed());
             let appended: i64 = self.state.with("appended to", left, |c| {
                 append_if
                     .key(&keys.entries)
                     .key(&keys.running)
+                    .key(&keys.refusals)
                     .arg(raw.len())
                     .arg(expire_at_ms)
                     .arg(&lease_call)
                     .arg(lease_ms)
+                    .arg(refused)
                     .arg(&lines)
                     .invoke(c)
             })?;
