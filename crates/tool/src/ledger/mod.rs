@@ -1118,6 +1118,26 @@ mod tests {
         }
     }
 
+    /// The expiry (`PEXPIRETIME`, ms) of each key of the turn `policy` in `server`, by
+    /// the key's last part (`entries`, `running`, `refusals`); a key not there is left
+    /// out.
+    fn expiries(server: &RedisServer, policy: &str) -> BTreeMap<&'static str, i64> {
+        let mut c = ::redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        ["entries", "running", "refusals"]
+            .into_iter()
+            .filter_map(|part| {
+                let at: i64 = ::redis::cmd("PEXPIRETIME")
+                    .arg(format!("evidence:turn:{{{policy}}}:{part}"))
+                    .query(&mut c)
+                    .unwrap();
+                (at != -2).then_some((part, at))
+            })
+            .collect()
+    }
+
     #[test]
     fn a_turns_keys_expire_an_hour_after_its_policy() {
         let server = RedisServer::start().unwrap();
@@ -1134,16 +1154,11 @@ mod tests {
         let Backend::Redis(server) = &backend else {
             unreachable!()
         };
-        let mut c = ::redis::Client::open(server.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let expiry = |c: &mut ::redis::Connection, key: &str| -> i64 {
-            ::redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
-        };
         let want = (expires_at + redis::KEPT_AFTER_EXPIRY).as_millisecond();
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:running"), want);
+        assert_eq!(
+            expiries(server, "pol-ttl"),
+            [("entries", want), ("running", want)].into()
+        );
         running
             .answer(&failed(
                 &clinic_call("cpu", 1),
@@ -1152,7 +1167,96 @@ mod tests {
             ))
             .log()
             .unwrap();
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
+        let code = refused_code(ledger.admit(&spec, &clinic_call("cpu", 1)).unwrap());
+        assert_eq!(code, "unchanged_retry");
+        assert_eq!(expiries(server, "pol-ttl")["entries"], want);
+        assert_eq!(expiries(server, "pol-ttl")["refusals"], want);
+    }
+
+    /// What a step of the expiry property does in the turn.
+    #[derive(Debug, Clone, Copy)]
+    enum TtlStep {
+        /// A new question, admitted and answered (`query_rejected`).
+        Ask,
+        /// The first question again, unchanged: refused.
+        Retry,
+        /// A new question admitted; its answer logged at the next step of this kind.
+        AskAndHold,
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the order in which envelopes of one `policy_id` with different
+        /// expiries write to a turn (admissions, answers, refusals, leases), every key of
+        /// the turn expires an hour after the latest expiry any of them carried: a write
+        /// under an envelope that expires sooner never shortens the life of a turn a
+        /// longer-lived one still uses, so a stopped turn cannot vanish early.
+        #[test]
+        fn a_write_never_moves_a_turns_expiry_earlier(
+            steps in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(TtlStep::Ask),
+                        proptest::strategy::Just(TtlStep::Retry),
+                        proptest::strategy::Just(TtlStep::AskAndHold),
+                    ],
+                    1..240i64,
+                ),
+                1..12,
+            ),
+        ) {
+            let server = REDIS.with(|r| r.take()).unwrap_or_else(|| RedisServer::start().unwrap());
+            let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let policy = format!("pol-ttl-{case}");
+            let ledger = TurnLedger::Redis(RedisLedger::new(
+                SharedState::open(&server.url().into(), None).unwrap(),
+            ));
+            let now = jiff::Timestamp::now();
+            let mut latest = i64::MIN;
+            let mut held: Option<(RunningCall, Call)> = None;
+            let spec_for = |minutes: i64| TurnSpec {
+                expires_at: now + jiff::SignedDuration::from_mins(minutes),
+                ..spec(&policy, TurnLimits::new(64))
+            };
+            for (n, (step, minutes)) in steps.into_iter().enumerate() {
+                let spec = spec_for(minutes);
+                let kept = (spec.expires_at + redis::KEPT_AFTER_EXPIRY).as_millisecond();
+                let first = clinic_call("q-first", 1);
+                match step {
+                    TtlStep::Retry if n > 0 => {
+                        let _refused = ledger.admit(&spec, &first).unwrap();
+                    }
+                    TtlStep::Retry | TtlStep::Ask => {
+                        let call = if n == 0 { first } else { clinic_call(&format!("q{n}"), 2) };
+                        let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() else {
+                            panic!("refused")
+                        };
+                        running
+                            .answer(&failed(&call, FailureClass::QueryRejected, "x_422"))
+                            .log()
+                            .unwrap();
+                    }
+                    TtlStep::AskAndHold => {
+                        if let Some((running, call)) = held.take() {
+                            running
+                                .answer(&failed(&call, FailureClass::QueryRejected, "x_422"))
+                                .log()
+                                .unwrap();
+                        }
+                        let call = clinic_call(&format!("q{n}"), 2);
+                        let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() else {
+                            panic!("refused")
+                        };
+                        held = Some((running, call));
+                    }
+                }
+                latest = latest.max(kept);
+                for (key, at) in expiries(&server, &policy) {
+                    proptest::prop_assert_eq!(at, latest, "{} after step {}", key, n);
+                }
+            }
+            REDIS.with(|r| r.set(Some(server)));
+        }
     }
 
     /// A turn logged by an earlier version, which appended every refusal as a `refused`

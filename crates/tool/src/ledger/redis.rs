@@ -18,8 +18,11 @@
 //! A lease ends when the call's deadline and margin end: a replica killed mid-call
 //! leaves an admission whose lease runs out, and the next admission of the turn appends
 //! it as abandoned, as the file store does for a running file nobody holds. The keys
-//! expire an hour after the policy does (no call verifies under it by then, whatever
-//! the clocks of the hosts say within [`evidence_policy::CLOCK_SKEW`] many times over).
+//! expire an hour after the latest-expiring policy that wrote to the turn (no call
+//! verifies under it by then, whatever the clocks of the hosts say within
+//! [`evidence_policy::CLOCK_SKEW`] many times over): every write only ever moves a key's
+//! expiry later, so an envelope of the same `policy_id` that expires sooner never
+//! shortens the life of a turn a longer-lived one still uses.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -44,10 +47,25 @@ local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')
 return {entries, live}
 ";
 
+/// The Lua function of the write scripts that keeps every key of `keys` until at least
+/// `at` (ms) and the latest expiry any of them has: an expiry only ever moves later, and
+/// the keys of a turn (one recreated since, too) expire together. A missing key is left.
+const KEEP_UNTIL: &str = r"
+local function keep(keys, at)
+  for _, key in ipairs(keys) do
+    local t = redis.call('PEXPIRETIME', key)
+    if t > at then at = t end
+  end
+  for _, key in ipairs(keys) do
+    if redis.call('PEXPIRETIME', key) < at then redis.call('PEXPIREAT', key, at) end
+  end
+end
+";
+
 /// When the list has ARGV[1] entries: appends ARGV[6..], counts a refusal of code
 /// ARGV[5] (when not empty), adds the lease of call ARGV[3] (when not empty) for ARGV[4]
-/// ms, drops the leases that ended, and the keys expire at ARGV[2] (ms). 1 when written,
-/// 0 when the turn changed.
+/// ms, drops the leases that ended, and keeps the keys until at least ARGV[2] (ms). 1
+/// when written, 0 when the turn changed.
 const APPEND_IF: &str = r"
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
 for i = 6, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
@@ -56,26 +74,25 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[3]) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
-if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[2]) end
+keep(KEYS, tonumber(ARGV[2]))
 return 1
 ";
 
-/// Appends the answer ARGV[3] of call ARGV[1] and ends its lease; the keys expire at
-/// ARGV[2] (ms).
+/// Appends the answer ARGV[3] of call ARGV[1] and ends its lease; the keys are kept
+/// until at least ARGV[2] (ms).
 const ANSWER: &str = r"
 redis.call('RPUSH', KEYS[1], ARGV[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+keep(KEYS, tonumber(ARGV[2]))
 return 1
 ";
 
 /// The scripts, each one's SHA1 computed once per process rather than per call.
 static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
-static APPEND_IF_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(APPEND_IF));
-static ANSWER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ANSWER));
+static APPEND_IF_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{KEEP_UNTIL}{APPEND_IF}")));
+static ANSWER_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{KEEP_UNTIL}{ANSWER}")));
 
 /// A turn ledger in a shared Redis.
 #[derive(Debug, Clone)]
@@ -240,6 +257,7 @@ impl Running {
             ANSWER_SCRIPT
                 .key(&self.keys.entries)
                 .key(&self.keys.running)
+                .key(&self.keys.refusals)
                 .arg(call)
                 .arg(self.expire_at_ms)
                 .arg(&line)
