@@ -19,7 +19,8 @@
 //!   turn's call count is kept. Redis stopped (SIGSTOP), killed and restarted mid-run:
 //!   each call answers a typed failure with nothing sent and one audit record, and
 //!   nothing logged before is lost. A Redis answering nonsense, one that does not fsync,
-//!   a wrong password: each fails closed. TLS (`rediss://`) with a private CA.
+//!   one that may evict keys (`maxmemory-policy` other than `noeviction`), a wrong
+//!   password: each fails closed. TLS (`rediss://`) with a private CA.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -805,7 +806,8 @@ fn nonsense_redis(answer: &'static [u8]) -> u16 {
                     let reply: Vec<u8> = if text.contains("CLIENT") {
                         b"+OK\r\n+OK\r\n".to_vec()
                     } else if text.contains("INFO") {
-                        let body = "# Persistence\r\naof_enabled:1\r\n";
+                        let body = "# Persistence\r\naof_enabled:1\r\n\
+                                    # Memory\r\nmaxmemory_policy:noeviction\r\n";
                         format!("${}\r\n{body}\r\n", body.len()).into_bytes()
                     } else if text.contains("CONFIG") {
                         b"*2\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n".to_vec()
@@ -825,7 +827,7 @@ fn nonsense_redis(answer: &'static [u8]) -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_closed() {
+async fn a_redis_answering_nonsense_not_durable_evicting_or_with_a_wrong_password_fails_closed() {
     let w = world(
         RedisServer::start_with_password(REDIS_PASSWORD).unwrap(),
         None,
@@ -870,6 +872,14 @@ async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_c
         .query(&mut admin)
         .unwrap();
     cases.push(("appendfsync everysec", w.redis.url()));
+    // A Redis that may evict keys with a time to live (every ledger key has one) could
+    // drop a stopped turn: the policies of managed services' defaults are refused.
+    let evicting: Vec<RedisServer> = ["allkeys-lru", "volatile-lru"]
+        .iter()
+        .map(|policy| RedisServer::start_with_config(&[("maxmemory-policy", policy)]).unwrap())
+        .collect();
+    cases.push(("maxmemory-policy allkeys-lru", evicting[0].url()));
+    cases.push(("maxmemory-policy volatile-lru", evicting[1].url()));
     for (why, ledger) in &cases {
         let (result, stderr) = one(ledger);
         assert_eq!(
@@ -886,6 +896,14 @@ async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_c
         }
         if *why == "appendfsync everysec" {
             assert!(result.text().contains("appendfsync"), "{}", result.text());
+        }
+        if let Some(policy) = why.strip_prefix("maxmemory-policy ") {
+            let text = result.text();
+            assert!(
+                text.contains(&format!("maxmemory-policy is {policy}"))
+                    && text.contains("CONFIG SET maxmemory-policy noeviction"),
+                "{text}"
+            );
         }
     }
     assert_eq!(w.clinic_sent(), 0, "a call ran without its admission");

@@ -472,9 +472,13 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
         .join("no-such-ledger")
         .display()
         .to_string();
-    // A Redis that nothing answers for (port 1) does not start a server either.
+    // A Redis that nothing answers for (port 1) does not start a server either, nor one
+    // that may evict the turn's keys (managed services' usual default).
     let unreachable = "redis://127.0.0.1:1/0".to_owned();
-    for ledger in [None, Some(missing), Some(unreachable)] {
+    let evicting =
+        test_support::RedisServer::start_with_config(&[("maxmemory-policy", "volatile-lru")])
+            .unwrap();
+    for ledger in [None, Some(missing), Some(unreachable), Some(evicting.url())] {
         let env = fronts.clinic_env("pol-no-ledger", ledger.as_deref());
         let bin = bin.clone();
         let init = blocking(move || {
@@ -492,6 +496,13 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
             message.contains("EVIDENCE_TURN_LEDGER"),
             "{ledger:?}: {init}"
         );
+        if ledger.as_deref() == Some(evicting.url().as_str()) {
+            assert!(
+                message.contains("maxmemory-policy is volatile-lru")
+                    && message.contains("noeviction"),
+                "{init}"
+            );
+        }
     }
 
     // A ledger directory removed after start, or whose turn file cannot be appended to:
