@@ -1,15 +1,17 @@
 //! The file store of the turn ledger, for the servers of one host: a directory the
 //! runtime gives (`EVIDENCE_TURN_LEDGER`), each turn one file of JSON lines in it,
 //! `<policy_id>.jsonl`, read and appended under an exclusive `flock`, and its refusals
-//! counted by code in `<policy_id>.refusals.json` (written aside and renamed into place
-//! under the same lock, so a crash leaves the old counts or the new ones). An admitted
+//! counted by code in `<policy_id>.refusals.json`, rewritten in place under the same
+//! lock (a few dozen bytes that only ever grow, so each write covers the one before; a
+//! rename over it would make ext4 flush its data, milliseconds a refusal). An admitted
 //! call holds a lock on its own running file (`<policy_id>.call-<n>.lock`) until its
 //! outcome is appended; a running file nobody holds means its process ended. The file
 //! lock is held only to read the turn's few lines (at most three per admitted call) and
 //! write, never while a call runs.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use evidence_materialize::Call;
@@ -201,7 +203,7 @@ fn read_entries(file: &File, path: &Path) -> Result<Vec<Entry>, LedgerError> {
 }
 
 /// Counts one refusal of `code` in the counts file at `path` (the caller holds the
-/// turn's lock): read, counted, written aside and renamed into place.
+/// turn's lock): read, counted, and written back over it from its start.
 fn count_refusal(path: &Path, code: &str) -> Result<(), LedgerError> {
     let io = |action, source| LedgerError::Io {
         action,
@@ -213,16 +215,26 @@ fn count_refusal(path: &Path, code: &str) -> Result<(), LedgerError> {
         line: 1,
         why,
     };
-    let mut counts: RefusalCounts = match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => RefusalCounts::default(),
-        Err(e) => return Err(io("read", e)),
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io("opened", e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| io("read", e))?;
+    let mut counts: RefusalCounts = if bytes.is_empty() {
+        RefusalCounts::default()
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?
     };
     counts.count(code);
     let body = serde_json::to_vec(&counts).map_err(|e| corrupt(e.to_string()))?;
-    let aside = path.with_extension("json.new");
-    std::fs::write(&aside, body).map_err(|e| io("written", e))?;
-    std::fs::rename(&aside, path).map_err(|e| io("renamed into place", e))
+    let len = u64::try_from(body.len()).map_err(|e| corrupt(e.to_string()))?;
+    file.write_all_at(&body, 0)
+        .and_then(|()| file.set_len(len))
+        .map_err(|e| io("written", e))
 }
 
 fn append(file: &mut File, path: &Path, entry: &Entry) -> Result<(), LedgerError> {

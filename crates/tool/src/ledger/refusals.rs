@@ -1,8 +1,8 @@
 //! The refusals of a turn, counted by code: what both stores keep of a refused call
 //! instead of an entry, so that a turn's stored state grows with its admitted calls and
 //! never with how often a model retries. The file store keeps the counts as one small
-//! JSON object beside the turn's file (`<policy_id>.refusals.json`, replaced whole under
-//! the turn's lock); the Redis store as a hash beside the turn's list
+//! JSON object beside the turn's file (`<policy_id>.refusals.json`, rewritten under the
+//! turn's lock); the Redis store as a hash beside the turn's list
 //! (`evidence:turn:{<policy_id>}:refusals`), incremented by the admission's script. No
 //! rule reads them (a refusal changes nothing in a turn): they tell an operator how often
 //! each rule refused. The codes are [`evidence_materialize::RefusalCode`]'s, a closed
