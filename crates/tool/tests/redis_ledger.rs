@@ -353,7 +353,7 @@ impl Lcg {
 }
 
 /// The stress run: `SESSIONS` sessions, each its own turn, each sending `CALLS` drawn
-/// calls at once (one in five sent again and again, a run of 10 to 29), each call to one
+/// calls at once (one in five sent again and again, a run of 5 to 14), each call to one
 /// of `REPLICAS` Clinic replicas at random, the questions and requests drawn so that some
 /// fail, some repeat, some are shared failures and the turns run into their call limit.
 const SESSIONS: usize = 6;
@@ -423,7 +423,7 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
             };
             let (expr, step) = &requests[request];
             let run = match rng.below(5) {
-                0 => 10 + rng.below(20),
+                0 => 5 + rng.below(10),
                 _ => 1,
             };
             for _ in 0..run {
