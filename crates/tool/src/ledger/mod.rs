@@ -6,7 +6,8 @@
 //! values, and how many calls were refused, by code ([`refusals`]). A refusal changes
 //! nothing in a turn, so it is counted, not appended: what a turn stores is bounded by
 //! its admitted calls (`max_calls_per_turn`), however often a model retries, and an
-//! admission costs the same after 10 refusals as after 100,000.
+//! admission, which reads none of the counts, costs the same however many refusals came
+//! before.
 //!
 //! Two stores keep it, chosen by what `EVIDENCE_TURN_LEDGER` names: a directory
 //! ([`file`], one host, the default) or a Redis that servers on several hosts share
