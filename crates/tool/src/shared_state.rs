@@ -403,7 +403,9 @@ mod tests {
 
     /// A Redis whose eviction policy may drop keys with a time to live (every key of a
     /// turn and a session has one) is refused at every new connection, the message
-    /// naming the setting and how to set it; Redis' default, `noeviction`, is accepted.
+    /// naming the setting and how to set it: started so, or set so at run time, each of
+    /// the eight policies Redis knows but `noeviction`, Redis' default, which is
+    /// accepted.
     #[test]
     fn a_redis_that_may_evict_keys_is_refused_naming_the_setting() {
         let ping = |state: &SharedState| {
@@ -433,20 +435,41 @@ mod tests {
         let server = evidence_test_support::RedisServer::start().unwrap();
         let state = SharedState::open(&server.url().into(), None).unwrap();
         assert_eq!(ping(&state).unwrap(), "PONG");
-        // Changed at run time: the next new connection finds out.
+        // Every policy Redis knows, set at run time: the next new connection accepts
+        // `noeviction` alone.
         let mut admin = redis::Client::open(server.url())
             .unwrap()
             .get_connection()
             .unwrap();
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory-policy")
-            .arg("volatile-ttl")
-            .query(&mut admin)
-            .unwrap();
-        let fresh = SharedState::open(&server.url().into(), None).unwrap();
-        let err = ping(&fresh).unwrap_err();
-        assert!(err.to_string().contains("volatile-ttl"), "{err}");
+        for policy in [
+            "volatile-lru",
+            "allkeys-lru",
+            "volatile-lfu",
+            "allkeys-lfu",
+            "volatile-random",
+            "allkeys-random",
+            "volatile-ttl",
+            "noeviction",
+        ] {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg(policy)
+                .query(&mut admin)
+                .unwrap();
+            let fresh = SharedState::open(&server.url().into(), None).unwrap();
+            match ping(&fresh) {
+                Ok(pong) => assert_eq!((policy, pong.as_str()), ("noeviction", "PONG")),
+                Err(err) => {
+                    assert_ne!(policy, "noeviction");
+                    assert!(
+                        err.to_string()
+                            .contains(&format!("maxmemory-policy is {policy}")),
+                        "{err}"
+                    );
+                }
+            }
+        }
     }
 
     proptest::proptest! {
