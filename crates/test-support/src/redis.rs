@@ -2,7 +2,9 @@
 //! `redis-server` per test on a free loopback port, its data in a folder of its own,
 //! with the persistence the ledger requires (the append-only file, fsynced at every
 //! write), so a test can kill it and start it again on the same data, or stop it
-//! (SIGSTOP) and let it go on (SIGCONT).
+//! (SIGSTOP) and let it go on (SIGCONT). Its other settings are Redis' defaults (among
+//! them `maxmemory-policy noeviction`, which the ledger requires) unless a test names
+//! some with [`RedisServer::start_with_config`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,6 +38,7 @@ pub struct RedisServer {
     port: u16,
     password: Option<String>,
     tls: Option<RedisTls>,
+    config: Vec<(String, String)>,
     child: Option<Child>,
     starts: u32,
 }
@@ -56,9 +59,30 @@ impl RedisServer {
         Self::start_inner(None, Some(tls))
     }
 
+    /// Starts a server with these settings besides the usual ones (each `(name, value)`
+    /// passed as `--name value`, e.g. `("maxmemory-policy", "allkeys-lru")`).
+    pub fn start_with_config(config: &[(&str, &str)]) -> Result<Self, TestSupportError> {
+        Self::start_configured(
+            None,
+            None,
+            config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
+
     fn start_inner(
         password: Option<String>,
         tls: Option<RedisTls>,
+    ) -> Result<Self, TestSupportError> {
+        Self::start_configured(password, tls, Vec::new())
+    }
+
+    fn start_configured(
+        password: Option<String>,
+        tls: Option<RedisTls>,
+        config: Vec<(String, String)>,
     ) -> Result<Self, TestSupportError> {
         let program = find_program("redis-server", &["/usr/bin", "/usr/sbin"], REDIS_INSTALL)?;
         let dir = tempfile::tempdir()
@@ -69,6 +93,7 @@ impl RedisServer {
             port: 0,
             password,
             tls,
+            config,
             child: None,
             starts: 0,
         };
@@ -128,6 +153,9 @@ impl RedisServer {
         }
         if let Some(password) = &self.password {
             cmd.arg("--requirepass").arg(password);
+        }
+        for (name, value) in &self.config {
+            cmd.arg(format!("--{name}")).arg(value);
         }
         let child = cmd
             .stdin(Stdio::null())

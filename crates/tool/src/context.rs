@@ -133,7 +133,7 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
         ReadBy::AllTools,
         SetBy::Runtime,
         false,
-        "turn ledger the package servers share, and their session store: a directory (one host) or a `redis://`/`rediss://` URL, password included, of a Redis run with `appendfsync always` (servers on several hosts); required with `--mcp` and `--mcp-http`",
+        "turn ledger the package servers share, and their session store: a directory (one host) or a `redis://`/`rediss://` URL, password included, of a Redis run with `appendfsync always` and `maxmemory-policy noeviction` (servers on several hosts); required with `--mcp` and `--mcp-http`",
     ),
     var(
         TURN_LEDGER_CA_ENV,

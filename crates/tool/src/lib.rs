@@ -135,8 +135,24 @@ pub mod internal {
             query: &str,
             max_calls: u32,
         ) -> Result<bool, String> {
+            Ok(self.call(policy_id, query, max_calls, false)?.is_none())
+        }
+
+        /// Admits one call of `query` in the turn `policy_id` (at most `max_calls` to a
+        /// turn; the same request whatever the query) and, when it runs, logs its answer:
+        /// `ok` with stand-in evidence, or when `rejected` a `query_rejected` failure (so
+        /// the same call again is an unchanged retry). The refusal's code when the ledger
+        /// refused it, `None` when it ran.
+        pub fn call(
+            &self,
+            policy_id: &str,
+            query: &str,
+            max_calls: u32,
+            rejected: bool,
+        ) -> Result<Option<String>, String> {
             use evidence_result::{
-                Details, Evidence, Provider, QueryId, RequestDigest, ToolResult,
+                Correction, Details, ErrorCode, Evidence, Failure, FailureClass, Provider, QueryId,
+                RequestDigest, ToolResult,
             };
             let error = |e: &dyn std::fmt::Display| e.to_string();
             let digest: RequestDigest = "0123456789abcdef0123456789abcdef"
@@ -158,18 +174,27 @@ pub mod internal {
                 log_within: std::time::Duration::from_secs(10),
             };
             match self.ledger.admit(&spec, &call).map_err(|e| error(&e))? {
-                crate::ledger::Admitted::Refused(_) => Ok(false),
+                crate::ledger::Admitted::Refused(refusal) => {
+                    Ok(Some(refusal.code.as_str().to_owned()))
+                }
                 crate::ledger::Admitted::Run(running) => {
                     let origin = crate::ledger::rebuild::origin_of(&call);
-                    let result = ToolResult::new(Details::success(
-                        origin,
-                        query_id,
-                        digest,
-                        Evidence::no_data(None, 5),
-                    ))
-                    .map_err(|e| error(&e))?;
+                    let details = if rejected {
+                        let class = FailureClass::QueryRejected;
+                        let code = ErrorCode::new("clinic_http_422").map_err(|e| error(&e))?;
+                        Details::failure(
+                            origin,
+                            Some(query_id),
+                            Some(digest),
+                            Failure::new(code, class, String::new())
+                                .with_correction(Correction::for_class(class, None, Vec::new())),
+                        )
+                    } else {
+                        Details::success(origin, query_id, digest, Evidence::no_data(None, 5))
+                    };
+                    let result = ToolResult::new(details).map_err(|e| error(&e))?;
                     running.answer(&result).log().map_err(|e| error(&e))?;
-                    Ok(true)
+                    Ok(None)
                 }
             }
         }

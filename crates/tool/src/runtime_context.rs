@@ -289,7 +289,8 @@ impl RuntimeContext {
     /// `EVIDENCE_TURN_LEDGER` names in a sandbox of servers on several hosts; the URL may
     /// carry the password and is never shown with it), its certificate checked against
     /// `ca_pem` when given. The Redis must keep what it acknowledges (`appendonly yes`,
-    /// `appendfsync always`); a call finds out when it is not, and runs nothing.
+    /// `appendfsync always`) and never evict it (`maxmemory-policy noeviction`); a call
+    /// finds out when it does not, and runs nothing.
     pub fn with_shared_turn_ledger(mut self, url: SecretString, ca_pem: Option<Vec<u8>>) -> Self {
         self.turn_ledger = match redis_ledger(&url, ca_pem) {
             Ok(ledger) => Supplied::Given(ledger),

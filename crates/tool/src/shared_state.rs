@@ -3,13 +3,17 @@
 //! secret since it may carry the password and shown only with the password replaced;
 //! TLS (`rediss://`, the system's roots or the CA file `EVIDENCE_TURN_LEDGER_CA`); the
 //! check that the server keeps what it acknowledges (the append-only file with
-//! `appendfsync always`: a restart must not reopen a stopped turn); and a few open
-//! connections reused by the calls of a process, each use bounded by a timeout the
-//! caller gives (what is left of the call's deadline).
+//! `appendfsync always`: a restart must not reopen a stopped turn) and never evicts it
+//! (`maxmemory-policy noeviction`: every key of a turn and a session has a time to live,
+//! so a policy that evicts such keys, as managed services' `volatile-lru` default does,
+//! could drop a stopped turn under memory pressure); and a few open connections reused by
+//! the calls of a process, each use bounded by a timeout the caller gives (what is left
+//! of the call's deadline).
 //!
 //! Every failure is a [`SharedStateError`] whose text names the redacted address and
 //! never the password: Redis not reachable, not answering in time, answering what is not
-//! a Redis answer, or running without the persistence the turn rules need.
+//! a Redis answer, or running without the persistence or the eviction policy the turn
+//! rules need.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,6 +58,14 @@ pub(crate) enum SharedStateError {
          ({why}); run it with `appendonly yes` and `appendfsync always`"
     )]
     NotDurable { at: String, why: String },
+    /// Redis may evict keys under memory pressure.
+    #[error(
+        "the turn ledger's Redis at {at} may evict keys under memory pressure \
+         (maxmemory-policy is {policy}), and an evicted turn is a reset turn; set \
+         `maxmemory-policy noeviction` (`CONFIG SET maxmemory-policy noeviction`, and the \
+         same line in redis.conf, or the service's parameter of that name)"
+    )]
+    Evicting { at: String, policy: String },
 }
 
 /// The Redis of a deployment (see the module documentation). Cloning shares the
@@ -220,7 +232,40 @@ impl SharedState {
             .get_connection_with_timeout(left)
             .map_err(|e| self.error("connected to", &e))?;
         self.check_durable(&mut conn, by)?;
+        self.check_no_eviction(&mut conn, by)?;
         Ok(conn)
+    }
+
+    /// Refuses a Redis whose `maxmemory-policy` (as `INFO memory` says, which managed
+    /// services answer where they refuse `CONFIG`) is not `noeviction`: every key of a
+    /// turn and a session has a time to live, so any other policy may evict one (the
+    /// `volatile-*` ones evict exactly such keys), and a turn evicted is a turn reset.
+    fn check_no_eviction(
+        &self,
+        conn: &mut Connection,
+        by: Instant,
+    ) -> Result<(), SharedStateError> {
+        self.bound(conn, by)?;
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query(conn)
+            .map_err(|e| self.error("asked for its memory settings", &e))?;
+        let policy = info
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
+            .map(str::to_owned);
+        match policy.as_deref() {
+            Some("noeviction") => Ok(()),
+            Some(other) => Err(SharedStateError::Evicting {
+                at: self.inner.shown.clone(),
+                policy: other.to_owned(),
+            }),
+            None => Err(SharedStateError::Nonsense {
+                at: self.inner.shown.clone(),
+                action: "INFO memory",
+                why: "no maxmemory_policy field".to_owned(),
+            }),
+        }
     }
 
     /// Refuses a Redis without the append-only file, or (where `CONFIG GET` answers) one
@@ -354,6 +399,77 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("rediss://"), "{err}");
+    }
+
+    /// A Redis whose eviction policy may drop keys with a time to live (every key of a
+    /// turn and a session has one) is refused at every new connection, the message
+    /// naming the setting and how to set it: started so, or set so at run time, each of
+    /// the eight policies Redis knows but `noeviction`, Redis' default, which is
+    /// accepted.
+    #[test]
+    fn a_redis_that_may_evict_keys_is_refused_naming_the_setting() {
+        let ping = |state: &SharedState| {
+            state.with("pinged", Duration::from_secs(5), |c| {
+                redis::cmd("PING").query::<String>(c)
+            })
+        };
+        for policy in ["allkeys-lru", "volatile-lru"] {
+            let server = evidence_test_support::RedisServer::start_with_config(&[(
+                "maxmemory-policy",
+                policy,
+            )])
+            .unwrap();
+            let state = SharedState::open(&server.url().into(), None).unwrap();
+            let err = ping(&state).unwrap_err();
+            assert!(matches!(err, SharedStateError::Evicting { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("maxmemory-policy is {policy}")),
+                "{text}"
+            );
+            assert!(
+                text.contains("CONFIG SET maxmemory-policy noeviction"),
+                "{text}"
+            );
+        }
+        let server = evidence_test_support::RedisServer::start().unwrap();
+        let state = SharedState::open(&server.url().into(), None).unwrap();
+        assert_eq!(ping(&state).unwrap(), "PONG");
+        // Every policy Redis knows, set at run time: the next new connection accepts
+        // `noeviction` alone.
+        let mut admin = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for policy in [
+            "volatile-lru",
+            "allkeys-lru",
+            "volatile-lfu",
+            "allkeys-lfu",
+            "volatile-random",
+            "allkeys-random",
+            "volatile-ttl",
+            "noeviction",
+        ] {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg(policy)
+                .query(&mut admin)
+                .unwrap();
+            let fresh = SharedState::open(&server.url().into(), None).unwrap();
+            match ping(&fresh) {
+                Ok(pong) => assert_eq!((policy, pong.as_str()), ("noeviction", "PONG")),
+                Err(err) => {
+                    assert_ne!(policy, "noeviction");
+                    assert!(
+                        err.to_string()
+                            .contains(&format!("maxmemory-policy is {policy}")),
+                        "{err}"
+                    );
+                }
+            }
+        }
     }
 
     proptest::proptest! {

@@ -9,16 +9,18 @@
 //!   policy delivered to one replica is the session's current one at the other, where
 //!   the earlier one is refused (409). The Redis password is in no result, audit record
 //!   or answer.
-//! - A stress run: sessions x calls spread over three replicas at once, then each
-//!   turn's entries replayed through one in-process `Turn`: what the replicas admitted
-//!   is exactly what that `Turn` admits, no turn runs more than `max_calls_per_turn`,
-//!   nothing runs after a shared failure, and every admitted call reached the provider
-//!   once.
+//! - A stress run: sessions x calls spread over three replicas at once, some sent in long
+//!   runs (a model retrying in a loop), then each turn's entries replayed through one
+//!   in-process `Turn`: what the replicas admitted is exactly what that `Turn` admits, no
+//!   turn runs more than `max_calls_per_turn`, nothing runs after a shared failure, every
+//!   admitted call reached the provider once, the refusals are counted by code exactly as
+//!   the sessions received them, and a turn holds its admitted calls' entries only.
 //! - Redis killed and started again between calls: a stopped turn stays stopped and a
 //!   turn's call count is kept. Redis stopped (SIGSTOP), killed and restarted mid-run:
 //!   each call answers a typed failure with nothing sent and one audit record, and
 //!   nothing logged before is lost. A Redis answering nonsense, one that does not fsync,
-//!   a wrong password: each fails closed. TLS (`rediss://`) with a private CA.
+//!   one that may evict keys (`maxmemory-policy` other than `noeviction`), a wrong
+//!   password: each fails closed. TLS (`rediss://`) with a private CA.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -288,7 +290,14 @@ async fn two_clinic_replicas_and_a_manus_server_keep_one_turn_through_redis() {
     assert_eq!(calls_on(&host_b).len(), 2);
     let entries = redis_entries(&ledger, turn);
     assert_eq!(entries_of(&entries, "admitted").len(), 2, "{entries:?}");
-    assert_eq!(entries_of(&entries, "refused").len(), 3, "{entries:?}");
+    assert_eq!(entries.len(), 4, "{entries:?}");
+    assert_eq!(
+        redis_refusals(&ledger, turn),
+        BTreeMap::from([
+            ("unchanged_retry".to_owned(), 1),
+            ("turn_stopped".to_owned(), 2)
+        ])
+    );
 
     // The runtime's next pass: a newer envelope delivered to replica B is current at A
     // too, a new turn that runs; the earlier one is refused at A.
@@ -343,10 +352,10 @@ impl Lcg {
     }
 }
 
-/// The stress run: `SESSIONS` sessions, each its own turn, each sending `CALLS` calls at
-/// once, each call to one of `REPLICAS` Clinic replicas at random, the questions and
-/// requests drawn so that some fail, some repeat, some are shared failures and the
-/// turns run into their call limit.
+/// The stress run: `SESSIONS` sessions, each its own turn, each sending `CALLS` drawn
+/// calls at once (one in five sent again and again, a run of 5 to 14), each call to one
+/// of `REPLICAS` Clinic replicas at random, the questions and requests drawn so that some
+/// fail, some repeat, some are shared failures and the turns run into their call limit.
 const SESSIONS: usize = 6;
 const CALLS: usize = 10;
 const REPLICAS: usize = 3;
@@ -413,7 +422,13 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
                 n => [0, 1, 2][n % 3],
             };
             let (expr, step) = &requests[request];
-            per_replica[rng.below(REPLICAS)].push(clinic_args(&query, expr, step));
+            let run = match rng.below(5) {
+                0 => 5 + rng.below(10),
+                _ => 1,
+            };
+            for _ in 0..run {
+                per_replica[rng.below(REPLICAS)].push(clinic_args(&query, expr, step));
+            }
         }
         for (r, calls) in per_replica.into_iter().enumerate() {
             if !calls.is_empty() {
@@ -421,6 +436,7 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
             }
         }
     }
+    let sent: usize = sessions.iter().map(|(.., calls)| calls.len()).sum();
     let begun = Instant::now();
     let sessions: Vec<(String, String, SessionToken, Vec<Value>)> = sessions
         .into_iter()
@@ -440,10 +456,14 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
         "the stress run took {elapsed:?}"
     );
     let answered: usize = results.values().map(Vec::len).sum();
-    assert_eq!(answered, SESSIONS * CALLS);
+    assert_eq!(answered, sent);
 
+    let refusal_codes: Vec<&str> = evidence_materialize::RefusalCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
     let (mut admitted_total, mut stopped_turns) = (0, 0);
-    let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
     for s in 0..SESSIONS {
         let entries = redis_entries(&ledger, &turn_of(s));
         let (admitted, stopped) = replay(&entries, MAX_CALLS);
@@ -451,12 +471,26 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
             admitted <= MAX_CALLS as usize,
             "turn {s} ran {admitted} calls"
         );
+        // Its admissions and their answers, nothing per refusal.
+        assert_eq!(entries.len(), 2 * admitted, "{entries:?}");
         admitted_total += admitted;
         stopped_turns += usize::from(stopped);
-        for refused in entries_of(&entries, "refused") {
-            *refusals
-                .entry(refused["code"].as_str().unwrap().to_owned())
-                .or_default() += 1;
+        // The turn counted each refusal its session received, by code.
+        let mut received: BTreeMap<String, u64> = BTreeMap::new();
+        for (label, answers) in &results {
+            if label.starts_with(&format!("s{s}-")) {
+                for answer in answers {
+                    let code = code_of(answer);
+                    if refusal_codes.contains(&code.as_str()) {
+                        *received.entry(code).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let counted = redis_refusals(&ledger, &turn_of(s));
+        assert_eq!(counted, received, "turn {s}");
+        for (code, n) in counted {
+            *refusals.entry(code).or_default() += n;
         }
     }
     // The run did exercise the rules: shared failures, refusals of several kinds.
@@ -468,13 +502,13 @@ async fn a_stress_run_over_three_replicas_admits_exactly_what_one_turn_admits() 
     // Every admitted call reached the provider once; no refused call did.
     assert_eq!(w.providers.clinic_front.arrived(), admitted_total);
     let records: usize = hosts.iter().map(|h| calls_on(h).len()).sum();
-    assert_eq!(records, SESSIONS * CALLS, "one audit record per call");
+    assert_eq!(records, sent, "one audit record per call");
 }
 
 /// Replays a turn's entries, in the ledger's order, through one in-process `Turn`:
-/// every logged admission must be one that `Turn` admits, every logged refusal one it
-/// refuses with the same code, and nothing is admitted after a shared failure. Returns
-/// the number of admitted calls.
+/// every logged admission must be one that `Turn` admits, and nothing is admitted after
+/// a shared failure (refusals are counted apart, never logged). Returns the number of
+/// admitted calls and whether the turn stopped.
 fn replay(entries: &[Value], max_calls: u32) -> (usize, bool) {
     let mut turn = Turn::new(TurnLimits::new(max_calls));
     let mut open = BTreeMap::new();
@@ -497,13 +531,6 @@ fn replay(entries: &[Value], max_calls: u32) -> (usize, bool) {
                     }
                 }
                 admitted += 1;
-            }
-            "refused" => {
-                let call = logged_call(entry);
-                match turn.admit(&call).unwrap() {
-                    Admission::Refuse(r) => assert_eq!(r.code.as_str(), entry["code"], "{entry}"),
-                    Admission::Admit(_) => panic!("the replicas refused what Turn admits: {entry}"),
-                }
             }
             "answered" => {
                 let (ticket, call) = open.remove(&entry["call"].as_u64().unwrap()).unwrap();
@@ -779,7 +806,8 @@ fn nonsense_redis(answer: &'static [u8]) -> u16 {
                     let reply: Vec<u8> = if text.contains("CLIENT") {
                         b"+OK\r\n+OK\r\n".to_vec()
                     } else if text.contains("INFO") {
-                        let body = "# Persistence\r\naof_enabled:1\r\n";
+                        let body = "# Persistence\r\naof_enabled:1\r\n\
+                                    # Memory\r\nmaxmemory_policy:noeviction\r\n";
                         format!("${}\r\n{body}\r\n", body.len()).into_bytes()
                     } else if text.contains("CONFIG") {
                         b"*2\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n".to_vec()
@@ -799,7 +827,7 @@ fn nonsense_redis(answer: &'static [u8]) -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_closed() {
+async fn a_redis_answering_nonsense_not_durable_evicting_or_with_a_wrong_password_fails_closed() {
     let w = world(
         RedisServer::start_with_password(REDIS_PASSWORD).unwrap(),
         None,
@@ -844,6 +872,14 @@ async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_c
         .query(&mut admin)
         .unwrap();
     cases.push(("appendfsync everysec", w.redis.url()));
+    // A Redis that may evict keys with a time to live (every ledger key has one) could
+    // drop a stopped turn: the policies of managed services' defaults are refused.
+    let evicting: Vec<RedisServer> = ["allkeys-lru", "volatile-lru"]
+        .iter()
+        .map(|policy| RedisServer::start_with_config(&[("maxmemory-policy", policy)]).unwrap())
+        .collect();
+    cases.push(("maxmemory-policy allkeys-lru", evicting[0].url()));
+    cases.push(("maxmemory-policy volatile-lru", evicting[1].url()));
     for (why, ledger) in &cases {
         let (result, stderr) = one(ledger);
         assert_eq!(
@@ -865,6 +901,17 @@ async fn a_redis_answering_nonsense_not_durable_or_with_a_wrong_password_fails_c
             let detail = record["operator_detail"].as_str().unwrap_or_default();
             for told in [detail, stderr.as_str()] {
                 assert!(told.contains("appendfsync always"), "{told}");
+            }
+        }
+        if let Some(policy) = why.strip_prefix("maxmemory-policy ") {
+            let record = calls_on(&host).pop().unwrap();
+            let detail = record["operator_detail"].as_str().unwrap_or_default();
+            for told in [detail, stderr.as_str()] {
+                assert!(
+                    told.contains(&format!("maxmemory-policy is {policy}"))
+                        && told.contains("CONFIG SET maxmemory-policy noeviction"),
+                    "{told}"
+                );
             }
         }
         assert!(!result.text().contains("127.0.0.1"), "{}", result.text());

@@ -13,6 +13,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -80,6 +81,14 @@ impl Store {
         match self {
             Store::Dir(dir) => ledger_entries(dir, policy_id),
             Store::Redis(server) => redis_entries(&server.url(), policy_id),
+        }
+    }
+
+    /// The refusals of the turn `policy_id`, counted by code.
+    fn refusals(&self, policy_id: &str) -> BTreeMap<String, u64> {
+        match self {
+            Store::Dir(dir) => ledger_refusals(dir, policy_id),
+            Store::Redis(server) => redis_refusals(&server.url(), policy_id),
         }
     }
 }
@@ -323,6 +332,15 @@ async fn shared_rules(fronts: Fronts, store: Store) {
     assert_eq!(record["policy_id"], turn, "{record}");
     assert_eq!(record["failure_class"], "policy_violation", "{record}");
     assert_eq!(record["query_ids"], json!(["tidb_cpu_again"]), "{record}");
+    // The two refusals are counted, not appended: the turn holds its admitted calls.
+    assert_eq!(
+        store.refusals(turn),
+        BTreeMap::from([
+            ("unchanged_retry".to_owned(), 1),
+            ("turn_stopped".to_owned(), 1)
+        ])
+    );
+    assert_eq!(store.entries(turn).len(), 8);
 
     // A new envelope is a new turn: the runtime writes it, and Clinic runs again.
     // (The envelope is rewritten at the path the running server reads.)
@@ -424,16 +442,20 @@ async fn killed_mid_call(mut fronts: Fronts, store: Store, package: Option<PathB
     }
     assert_eq!(code_of(&second), "unchanged_retry", "{}", second.text());
     assert_eq!(code_of(&changed), "objective_failed", "{}", changed.text());
+    // The refusals are counted by code, not appended.
     let entries = store.entries(turn);
-    let refused = 2 + usize::from(in_flight.is_some());
     assert_eq!(entries_of(&entries, "abandoned").len(), 1, "{entries:?}");
     assert_eq!(entries_of(&entries, "admitted").len(), 2, "{entries:?}");
     assert_eq!(entries_of(&entries, "answered").len(), 1, "{entries:?}");
-    assert_eq!(
-        entries_of(&entries, "refused").len(),
-        refused,
-        "{entries:?}"
-    );
+    assert_eq!(entries.len(), 4, "{entries:?}");
+    let mut refused = BTreeMap::from([
+        ("unchanged_retry".to_owned(), 1),
+        ("objective_failed".to_owned(), 1),
+    ]);
+    if in_flight.is_some() {
+        refused.insert("query_in_flight".to_owned(), 1);
+    }
+    assert_eq!(store.refusals(turn), refused);
 }
 
 #[tokio::test]
@@ -450,9 +472,13 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
         .join("no-such-ledger")
         .display()
         .to_string();
-    // A Redis that nothing answers for (port 1) does not start a server either.
+    // A Redis that nothing answers for (port 1) does not start a server either, nor one
+    // that may evict the turn's keys (managed services' usual default).
     let unreachable = "redis://127.0.0.1:1/0".to_owned();
-    for ledger in [None, Some(missing), Some(unreachable)] {
+    let evicting =
+        test_support::RedisServer::start_with_config(&[("maxmemory-policy", "volatile-lru")])
+            .unwrap();
+    for ledger in [None, Some(missing), Some(unreachable), Some(evicting.url())] {
         let env = fronts.clinic_env("pol-no-ledger", ledger.as_deref());
         let bin = bin.clone();
         let init = blocking(move || {
@@ -470,6 +496,13 @@ async fn without_a_usable_ledger_a_server_fails_closed() {
             message.contains("EVIDENCE_TURN_LEDGER"),
             "{ledger:?}: {init}"
         );
+        if ledger.as_deref() == Some(evicting.url().as_str()) {
+            assert!(
+                message.contains("maxmemory-policy is volatile-lru")
+                    && message.contains("noeviction"),
+                "{init}"
+            );
+        }
     }
 
     // A ledger directory removed after start, or whose turn file cannot be appended to:

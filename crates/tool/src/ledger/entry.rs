@@ -1,7 +1,9 @@
 //! The entries of a turn as either store keeps them (one JSON object each: a line of the
-//! file ledger, an element of the Redis list): admissions, refusals, answers (per
-//! attempt: `queryId`, digest, outcome, code and class) and abandoned calls. No secret
-//! and no evidence is in them.
+//! file ledger, an element of the Redis list): admissions, answers (per attempt:
+//! `queryId`, digest, outcome, code and class) and abandoned calls, so at most three per
+//! admitted call. No secret and no evidence is in them. Refusals are not entries: each
+//! store counts them by code ([`super::refusals`]); a `refused` entry an earlier version
+//! appended still reads, and is skipped.
 
 use evidence_materialize::Call;
 use evidence_result::{
@@ -43,7 +45,7 @@ pub(crate) struct LoggedAttempt {
     pub(crate) class: Option<FailureClass>,
 }
 
-/// One line of a turn's file.
+/// One line of a turn's file, one element of its Redis list.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
 pub(crate) enum Entry {
@@ -54,14 +56,10 @@ pub(crate) enum Entry {
         provider: Provider,
         queries: Vec<LoggedQuery>,
     },
-    /// A call refused without running.
-    Refused {
-        package: PackageId,
-        provider: Provider,
-        queries: Vec<LoggedQuery>,
-        code: String,
-        class: FailureClass,
-    },
+    /// A call refused without running, as an earlier version logged each one (its
+    /// package, queries, code and class are not read): kept so that a turn logged before
+    /// an upgrade still reads. Nothing appends it now.
+    Refused {},
     /// The answer of admitted call `call`; `batch` when it answered per item.
     Answered {
         call: u32,
@@ -72,7 +70,7 @@ pub(crate) enum Entry {
     Abandoned { call: u32 },
 }
 
-/// The call an `admitted` or `refused` entry logged, rebuilt from its fields.
+/// The call an `admitted` entry logged, rebuilt from its fields.
 pub(crate) fn logged_call(
     package: &PackageId,
     provider: Provider,

@@ -1,18 +1,24 @@
 //! The file store of the turn ledger, for the servers of one host: a directory the
 //! runtime gives (`EVIDENCE_TURN_LEDGER`), each turn one file of JSON lines in it,
-//! `<policy_id>.jsonl`, read and appended under an exclusive `flock`. An admitted call
-//! holds a lock on its own running file (`<policy_id>.call-<n>.lock`) until its outcome
-//! is appended; a running file nobody holds means its process ended. The file lock is
-//! held only to read the turn's few lines and append, never while a call runs.
+//! `<policy_id>.jsonl`, read and appended under an exclusive `flock`, and its refusals
+//! counted by code in `<policy_id>.refusals.json`, rewritten in place under the same
+//! lock (a few dozen bytes that only ever grow, so each write covers the one before; a
+//! rename over it would make ext4 flush its data, milliseconds a refusal). An admitted
+//! call holds a lock on its own running file (`<policy_id>.call-<n>.lock`) until its
+//! outcome is appended; a running file nobody holds means its process ended. The file
+//! lock is held only to read the turn's few lines (at most three per admitted call) and
+//! write, never while a call runs.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use evidence_materialize::Call;
 use rustix::fs::{FlockOperation, flock};
 
 use super::entry::Entry;
+use super::refusals::RefusalCounts;
 use super::{Admitted, Hold, LedgerError, RunningCall, TurnSpec, Verdict, judge};
 
 /// The directory of a file ledger.
@@ -68,6 +74,11 @@ impl FileLedger {
         turn_file.with_extension(format!("call-{call}.lock"))
     }
 
+    /// The file of the turn's refusal counts.
+    pub(crate) fn refusals_file(turn_file: &Path) -> PathBuf {
+        turn_file.with_extension("refusals.json")
+    }
+
     /// Judges `call` under the turn file's lock and appends what it found.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
         self.check()?;
@@ -75,6 +86,7 @@ impl FileLedger {
         let mut file = locked(&turn_file)?;
         let entries = read_entries(&file, &turn_file)?;
         let judged = judge(spec.limits, &entries, call_abandoned(&turn_file), call)?;
+        let refused = judged.verdict.refusal_code();
         // The running file is held before the admission is appended: an admission
         // without its lock would read as abandoned.
         let admitted = match judged.verdict {
@@ -94,6 +106,9 @@ impl FileLedger {
         };
         for entry in &judged.appended {
             append(&mut file, &turn_file, entry)?;
+        }
+        if let Some(code) = refused {
+            count_refusal(&Self::refusals_file(&turn_file), code)?;
         }
         for abandoned in &judged.abandoned {
             // Logged as abandoned: its running file is no longer looked at.
@@ -185,6 +200,41 @@ fn read_entries(file: &File, path: &Path) -> Result<Vec<Entry>, LedgerError> {
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Counts one refusal of `code` in the counts file at `path` (the caller holds the
+/// turn's lock): read, counted, and written back over it from its start.
+fn count_refusal(path: &Path, code: &str) -> Result<(), LedgerError> {
+    let io = |action, source| LedgerError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let corrupt = |why: String| LedgerError::Corrupt {
+        at: path.display().to_string(),
+        line: 1,
+        why,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io("opened", e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| io("read", e))?;
+    let mut counts: RefusalCounts = if bytes.is_empty() {
+        RefusalCounts::default()
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?
+    };
+    counts.count(code);
+    let body = serde_json::to_vec(&counts).map_err(|e| corrupt(e.to_string()))?;
+    let len = u64::try_from(body.len()).map_err(|e| corrupt(e.to_string()))?;
+    file.write_all_at(&body, 0)
+        .and_then(|()| file.set_len(len))
+        .map_err(|e| io("written", e))
 }
 
 fn append(file: &mut File, path: &Path, entry: &Entry) -> Result<(), LedgerError> {

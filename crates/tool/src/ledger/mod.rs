@@ -1,20 +1,24 @@
 //! The turn ledger the package servers of one evidence turn share. The turn is what the
 //! trusted policy names: its `policy_id` (the runtime issues the envelopes of one
 //! evidence turn, one per package, under one `policy_id`). It holds no secret and no
-//! evidence: calls (package, `queryId`s, request digests), refusals (code and class) and
-//! outcomes (per attempt: `queryId`, digest, outcome, code and class), as
-//! [`entry::Entry`] values.
+//! evidence: admitted calls (package, `queryId`s, request digests) and their outcomes
+//! (per attempt: `queryId`, digest, outcome, code and class), as [`entry::Entry`]
+//! values, and how many calls were refused, by code ([`refusals`]). A refusal changes
+//! nothing in a turn, so it is counted, not appended: what a turn stores is bounded by
+//! its admitted calls (`max_calls_per_turn`), however often a model retries, and an
+//! admission, which reads none of the counts, costs the same however many refusals came
+//! before.
 //!
 //! Two stores keep it, chosen by what `EVIDENCE_TURN_LEDGER` names: a directory
 //! ([`file`], one host, the default) or a Redis that servers on several hosts share
 //! (`redis://` or `rediss://`, [`redis`]). Both admit a call the same way, in one step
 //! no other admission of the turn can interleave with: the turn is rebuilt from its
 //! entries with the same [`Turn`] the embedder API uses ([`rebuild`]), the call judged
-//! by [`Turn::admit`], and the admission or refusal appended. The file store does that
-//! under an exclusive `flock` of the turn's file; the Redis store appends with a script
-//! that appends only when the turn still holds exactly the entries the call was judged
-//! on, and judges it again otherwise. The stores only store and order entries: the
-//! rules are `Turn`'s alone.
+//! by [`Turn::admit`], and the admission appended or the refusal counted. The file store
+//! does that under an exclusive `flock` of the turn's file; the Redis store writes with
+//! a script that writes only when the turn still holds exactly the entries the call was
+//! judged on, and judges it again otherwise. The stores only store and order entries:
+//! the rules are `Turn`'s alone.
 //!
 //! An admitted call holds a running mark until its answer is appended: the lock of its
 //! running file (file store, released when its process ends) or a lease that ends with
@@ -28,6 +32,7 @@ pub(crate) mod entry;
 pub(crate) mod file;
 pub(crate) mod rebuild;
 pub(crate) mod redis;
+pub(crate) mod refusals;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -150,7 +155,7 @@ pub(crate) enum TurnLedger {
 pub(crate) enum Admitted {
     /// Run the call, then log its answer ([`RunningCall::answer`]).
     Run(RunningCall),
-    /// Do not run it; the refusal is logged.
+    /// Do not run it; the refusal is counted.
     Refused(Box<Refusal>),
 }
 
@@ -168,11 +173,11 @@ enum Hold {
     Redis(redis::Running),
 }
 
-/// What one admission appends, judged on the turn's entries.
+/// What one admission writes, judged on the turn's entries.
 #[derive(Debug)]
 pub(crate) struct Judged {
     /// The entries to append, in order: calls found abandoned now, then the admission
-    /// or the refusal.
+    /// (a refusal is not appended: the store counts [`Verdict::Refused`]'s code).
     pub(crate) appended: Vec<Entry>,
     /// The calls found abandoned now.
     pub(crate) abandoned: Vec<u32>,
@@ -187,6 +192,16 @@ pub(crate) enum Verdict {
     Run(u32),
     /// Refused.
     Refused(Box<Refusal>),
+}
+
+impl Verdict {
+    /// The code a refusal is counted under; `None` for an admission.
+    pub(crate) fn refusal_code(&self) -> Option<&'static str> {
+        match self {
+            Verdict::Run(_) => None,
+            Verdict::Refused(refusal) => Some(refusal.code.as_str()),
+        }
+    }
 }
 
 /// Judges `call` in the turn the `entries` rebuild (`abandoned` says which admitted
@@ -204,17 +219,7 @@ pub(crate) fn judge(
         .map(|call| Entry::Abandoned { call: *call })
         .collect();
     let verdict = match turn.admit(call)? {
-        Admission::Refuse(refusal) => {
-            let error = refusal.result.details().error.as_ref();
-            appended.push(Entry::Refused {
-                package: call.package.clone(),
-                provider: call.provider,
-                queries: logged_queries(call),
-                code: refusal.code.as_str().to_owned(),
-                class: error.map_or(refusal.code.class(), |e| e.class),
-            });
-            Verdict::Refused(refusal)
-        }
+        Admission::Refuse(refusal) => Verdict::Refused(refusal),
         Admission::Admit(_) => {
             appended.push(Entry::Admitted {
                 call: calls.next,
@@ -306,6 +311,8 @@ mod tests {
         RequestDigest,
     };
     use evidence_test_support::RedisServer;
+    use serde_json::Value;
+    use std::collections::BTreeMap;
 
     /// Where a test's ledgers live: a directory, or a real Redis.
     enum Backend {
@@ -353,6 +360,94 @@ mod tests {
                     .arg(-1)
                     .query(&mut c)
                     .unwrap()
+            }
+        }
+    }
+
+    /// The entries of `policy`, none when the turn was never written.
+    fn entries_of_or_none(backend: &Backend, policy: &str) -> Vec<String> {
+        match backend {
+            Backend::File(dir) if !dir.path().join(format!("{policy}.jsonl")).exists() => {
+                Vec::new()
+            }
+            _ => entries_of(backend, policy),
+        }
+    }
+
+    /// The refusals the backend counted for `policy`, by code.
+    fn refusals_of(backend: &Backend, policy: &str) -> BTreeMap<String, u64> {
+        match backend {
+            Backend::File(dir) => {
+                let turn_file = dir.path().join(format!("{policy}.jsonl"));
+                match std::fs::read(FileLedger::refusals_file(&turn_file)) {
+                    Ok(bytes) => serde_json::from_slice::<refusals::RefusalCounts>(&bytes)
+                        .unwrap()
+                        .by_code()
+                        .clone(),
+                    Err(_) => BTreeMap::new(),
+                }
+            }
+            Backend::Redis(server) => {
+                let mut c = ::redis::Client::open(server.url())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                ::redis::cmd("HGETALL")
+                    .arg(format!("evidence:turn:{{{policy}}}:refusals"))
+                    .query(&mut c)
+                    .unwrap()
+            }
+        }
+    }
+
+    fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        pairs.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect()
+    }
+
+    /// The bytes the backend stores for the turn `policy`: every file of the turn in the
+    /// directory; the content (elements, fields and values, members) of every key of the
+    /// turn in Redis.
+    fn stored_bytes(backend: &Backend, policy: &str) -> usize {
+        match backend {
+            Backend::File(dir) => std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(Result::unwrap)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&format!("{policy}.")))
+                })
+                .map(|e| usize::try_from(e.metadata().unwrap().len()).unwrap())
+                .sum(),
+            Backend::Redis(server) => {
+                let mut c = ::redis::Client::open(server.url())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let keys: Vec<String> = ::redis::cmd("KEYS")
+                    .arg(format!("evidence:turn:{{{policy}}}:*"))
+                    .query(&mut c)
+                    .unwrap();
+                keys.iter()
+                    .map(|key| {
+                        let kind: String = ::redis::cmd("TYPE").arg(key).query(&mut c).unwrap();
+                        let mut read = match kind.as_str() {
+                            "list" => ::redis::cmd("LRANGE"),
+                            "hash" => ::redis::cmd("HGETALL"),
+                            "zset" => ::redis::cmd("ZRANGE"),
+                            other => panic!("{key} is a {other}"),
+                        };
+                        read.arg(key);
+                        if kind != "hash" {
+                            read.arg(0).arg(-1);
+                        }
+                        if kind == "zset" {
+                            read.arg("WITHSCORES");
+                        }
+                        let parts: Vec<String> = read.query(&mut c).unwrap();
+                        parts.iter().map(String::len).sum::<usize>()
+                    })
+                    .sum()
             }
         }
     }
@@ -435,11 +530,59 @@ mod tests {
                 second.admit(&spec("pol-b", limits), &call).unwrap(),
                 Admitted::Run(_)
             ));
+            // Two admissions and an answer; the two refusals counted, not appended.
             let entries = entries_of(&backend, "pol-a");
-            assert_eq!(entries.len(), 5, "{entries:?}");
+            assert_eq!(entries.len(), 3, "{entries:?}");
             assert!(
-                entries.iter().any(|e| e.contains("\"unchanged_retry\"")),
+                !entries.iter().any(|e| e.contains("\"refused\"")),
                 "{entries:?}"
+            );
+            assert_eq!(
+                refusals_of(&backend, "pol-a"),
+                counts(&[("query_in_flight", 1), ("unchanged_retry", 1)])
+            );
+        }
+    }
+
+    /// A model that retries one failed request again and again costs the turn nothing
+    /// more to store: its refusals are counted, not appended, so the turn holds what its
+    /// admitted calls logged and one count per refusal code, in either store.
+    #[test]
+    fn a_turns_stored_state_does_not_grow_with_its_refusals() {
+        for backend in Backend::both() {
+            let ledger = backend.handle();
+            let limits = TurnLimits::new(8);
+            let call = clinic_call("cpu", 1);
+            let Admitted::Run(running) = ledger.admit(&spec("p", limits), &call).unwrap() else {
+                panic!("refused")
+            };
+            running
+                .answer(&failed(
+                    &call,
+                    FailureClass::QueryRejected,
+                    "clinic_http_422",
+                ))
+                .log()
+                .unwrap();
+            let retry = |times: usize| {
+                for _ in 0..times {
+                    let code = refused_code(ledger.admit(&spec("p", limits), &call).unwrap());
+                    assert_eq!(code, "unchanged_retry");
+                }
+            };
+            retry(10);
+            let after_10 = stored_bytes(&backend, "p");
+            retry(990);
+            let after_1000 = stored_bytes(&backend, "p");
+            // The count of unchanged retries went from 10 to 1000: two more digits.
+            assert!(
+                after_1000 <= after_10 + 2,
+                "{after_10} bytes after 10 refusals, {after_1000} after 1000"
+            );
+            assert_eq!(entries_of(&backend, "p").len(), 2);
+            assert_eq!(
+                refusals_of(&backend, "p"),
+                counts(&[("unchanged_retry", 1000)])
             );
         }
     }
@@ -601,30 +744,65 @@ mod tests {
         }
     }
 
+    /// What a turn of one admitted call may store at most: its admission and its answer
+    /// (a one-query call's entries are about 300 bytes; the file store adds no more).
+    const PER_ADMITTED_CALL: usize = 640;
+
+    /// What the refusal counts of a turn may take at most: a count for each of the ten
+    /// refusal codes, with its name and digits.
+    const REFUSAL_COUNTS: usize = 10 * 48;
+
+    /// How many times in a row the model sends a step's call: mostly once, often a long
+    /// run (a model retrying in a loop).
+    fn run_length() -> impl proptest::strategy::Strategy<Value = usize> {
+        proptest::prop_oneof![
+            3 => proptest::strategy::Just(1usize),
+            1 => 2..400usize,
+        ]
+    }
+
+    fn any_answer() -> impl proptest::strategy::Strategy<Value = Answer> {
+        proptest::prop_oneof![
+            proptest::strategy::Just(Answer::Ok),
+            proptest::strategy::Just(Answer::Rejected),
+            proptest::strategy::Just(Answer::Shared),
+            proptest::strategy::Just(Answer::Internal),
+        ]
+    }
+
+    /// A verdict as the tests compare it: `None` when the call runs, else its refusal
+    /// code.
+    fn verdict_of(admission: &Admission) -> Option<&'static str> {
+        match admission {
+            Admission::Admit(_) => None,
+            Admission::Refuse(r) => Some(r.code.as_str()),
+        }
+    }
+
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
-        /// Over any sequence of calls from the three packages' servers (each call through
-        /// a ledger handle of its own, as separate processes do), in either store: no call runs after a
-        /// shared failure in the same turn, and no call runs with the request of an
-        /// earlier failed attempt of its query.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// Over any sequence of calls from the three packages' servers, each sent once or
+        /// in a long run (the run's first call may run; the rest come while it runs, and
+        /// its answer is logged after them), through a ledger handle of its own per step
+        /// (as separate processes do): the file store and the Redis store give every call
+        /// the verdict and refusal code one in-memory `Turn` gives it. So no call runs
+        /// after a shared failure in the same turn, and no call runs with the request of
+        /// an earlier failed attempt of its query. Each turn stores its admitted calls'
+        /// entries and its refusals counted by code, nothing per refusal: its size is
+        /// bounded by its admitted calls, however long the runs.
         #[test]
-        fn nothing_runs_after_a_shared_failure_and_no_unchanged_retry_runs(
+        fn both_stores_judge_as_one_turn_and_store_no_more_than_its_admitted_calls(
             steps in proptest::collection::vec(
-                (0..3usize, 0..3u8, 0..3u8, proptest::prop_oneof![
-                    proptest::strategy::Just(Answer::Ok),
-                    proptest::strategy::Just(Answer::Rejected),
-                    proptest::strategy::Just(Answer::Shared),
-                    proptest::strategy::Just(Answer::Internal),
-                ], proptest::bool::weighted(0.1)),
-                1..24,
+                (0..3usize, 0..3u8, 0..3u8, any_answer(), run_length(), proptest::bool::weighted(0.1)),
+                1..16,
             ),
-            on_redis in proptest::bool::ANY,
+            max_calls in 2..10u32,
         ) {
-            let backend = if on_redis {
-                REDIS.with(|r| Backend::Redis(r.take().unwrap_or_else(|| RedisServer::start().unwrap())))
-            } else {
-                Backend::File(tempfile::tempdir().unwrap())
-            };
+            let redis = REDIS.with(|r| r.take().unwrap_or_else(|| RedisServer::start().unwrap()));
+            let backends = [
+                Backend::File(tempfile::tempdir().unwrap()),
+                Backend::Redis(redis),
+            ];
             // Each case its own turns: the Redis is shared by the cases of a thread.
             let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let packages = [
@@ -632,14 +810,21 @@ mod tests {
                 ("managed_auto_oncall_manus", Provider::Manus),
                 ("managed_auto_oncall_wetech", Provider::Wetech),
             ];
-            let mut policy = pol(&format!("pol-prop-{case}-0"));
+            let limits = TurnLimits::new(max_calls);
+            let policy_of = |turn_no: usize| format!("pol-long-{case}-{turn_no}");
             let mut turn_no = 0;
+            let mut turn = evidence_materialize::Turn::new(limits);
+            // Per turn: the calls admitted, the refusals by code.
+            let mut admitted = vec![0usize];
+            let mut refused = vec![BTreeMap::<String, u64>::new()];
             let mut stopped = false;
             let mut failed_requests: Vec<(usize, u8, u8)> = Vec::new();
-            for (package, query, request, outcome, new_envelope) in steps {
+            for (package, query, request, outcome, run, new_envelope) in steps {
                 if new_envelope {
                     turn_no += 1;
-                    policy = pol(&format!("pol-prop-{case}-{turn_no}"));
+                    turn = evidence_materialize::Turn::new(limits);
+                    admitted.push(0);
+                    refused.push(BTreeMap::new());
                     stopped = false;
                     failed_requests.clear();
                 }
@@ -650,32 +835,72 @@ mod tests {
                     QueryId::new(format!("q{query}")).unwrap(),
                     Some(digest(request)),
                 );
-                let ledger = backend.handle();
-                match ledger.admit(&TurnSpec::untimed(policy.clone(), TurnLimits::new(64)), &call).unwrap() {
-                    Admitted::Refused(_) => {}
-                    Admitted::Run(running) => {
-                        proptest::prop_assert!(!stopped, "a call ran after a shared failure");
-                        proptest::prop_assert!(
-                            !failed_requests.contains(&(package, query, request)),
-                            "an unchanged retry ran"
-                        );
-                        running.answer(&answer(&call, outcome)).log().unwrap();
-                        match outcome {
-                            Answer::Ok => {}
-                            Answer::Shared => {
-                                stopped = true;
-                                failed_requests.push((package, query, request));
-                            }
-                            Answer::Rejected | Answer::Internal => {
-                                failed_requests.push((package, query, request));
-                            }
+                let spec = TurnSpec::untimed(pol(&policy_of(turn_no)), limits);
+                let handles: Vec<TurnLedger> = backends.iter().map(Backend::handle).collect();
+                let mut running = None;
+                for _ in 0..run {
+                    let expected = turn.admit(&call).unwrap();
+                    let mut got = Vec::new();
+                    for handle in &handles {
+                        got.push(handle.admit(&spec, &call).unwrap());
+                    }
+                    for admission in &got {
+                        let verdict = match admission {
+                            Admitted::Run(_) => None,
+                            Admitted::Refused(r) => Some(r.code.as_str()),
+                        };
+                        proptest::prop_assert_eq!(verdict, verdict_of(&expected));
+                    }
+                    match expected {
+                        Admission::Refuse(r) => {
+                            *refused[turn_no].entry(r.code.as_str().to_owned()).or_default() += 1;
+                        }
+                        Admission::Admit(ticket) => {
+                            proptest::prop_assert!(!stopped, "a call ran after a shared failure");
+                            proptest::prop_assert!(
+                                !failed_requests.contains(&(package, query, request)),
+                                "an unchanged retry ran"
+                            );
+                            admitted[turn_no] += 1;
+                            running = Some((ticket, got));
+                        }
+                    }
+                }
+                // The run's call, if it ran, answers after the run.
+                if let Some((ticket, got)) = running {
+                    let result = answer(&call, outcome);
+                    turn.record(ticket, result.clone(), Duration::ZERO).unwrap();
+                    for admission in got {
+                        let Admitted::Run(running) = admission else { unreachable!() };
+                        running.answer(&result).log().unwrap();
+                    }
+                    match outcome {
+                        Answer::Ok => {}
+                        Answer::Shared => {
+                            stopped = true;
+                            failed_requests.push((package, query, request));
+                        }
+                        Answer::Rejected | Answer::Internal => {
+                            failed_requests.push((package, query, request));
                         }
                     }
                 }
             }
-            if let Backend::Redis(server) = backend {
-                REDIS.with(|r| r.set(Some(server)));
+            for backend in &backends {
+                for (n, (calls, codes)) in admitted.iter().zip(&refused).enumerate() {
+                    let policy = policy_of(n);
+                    let entries = entries_of_or_none(backend, &policy);
+                    proptest::prop_assert_eq!(entries.len(), 2 * calls, "{:?}", entries);
+                    proptest::prop_assert_eq!(&refusals_of(backend, &policy), codes);
+                    let stored = stored_bytes(backend, &policy);
+                    proptest::prop_assert!(
+                        stored <= calls * PER_ADMITTED_CALL + REFUSAL_COUNTS,
+                        "{} bytes for {} admitted calls and {:?}", stored, calls, codes
+                    );
+                }
             }
+            let [_, Backend::Redis(server)] = backends else { unreachable!() };
+            REDIS.with(|r| r.set(Some(server)));
         }
     }
 
@@ -698,7 +923,8 @@ mod tests {
     }
 
     /// Replays `entries`, in their order, through one `Turn`: each logged admission must
-    /// be one it admits, each logged refusal one it refuses with the same code.
+    /// be one it admits, each answer one it records. A `refused` entry is never logged
+    /// now, and no call of these tests is abandoned.
     fn replayed_exactly(entries: &[Entry], limits: TurnLimits) -> Result<(), String> {
         let mut turn = evidence_materialize::Turn::new(limits);
         let mut open = std::collections::BTreeMap::new();
@@ -723,19 +949,6 @@ mod tests {
                         }
                     }
                 }
-                Entry::Refused {
-                    package,
-                    provider,
-                    queries,
-                    code,
-                    ..
-                } => {
-                    let planned = entry::logged_call(package, *provider, queries);
-                    match turn.admit(&planned).map_err(|e| e.to_string())? {
-                        Admission::Refuse(r) if r.code.as_str() == code => {}
-                        other => return Err(format!("refused {code}, Turn says {other:?}")),
-                    }
-                }
                 Entry::Answered {
                     call,
                     batch,
@@ -747,7 +960,72 @@ mod tests {
                     turn.record(ticket, result, Duration::ZERO)
                         .map_err(|e| e.to_string())?;
                 }
+                Entry::Refused {} => return Err("a refusal was appended".to_owned()),
                 Entry::Abandoned { .. } => return Err("no call was abandoned".to_owned()),
+            }
+        }
+        Ok(())
+    }
+
+    /// What one replica saw of one call: admitted as call number `n`, refused with a
+    /// code; and when it logged call `n`'s answer.
+    #[derive(Debug, Clone)]
+    enum Seen {
+        Ran(u32),
+        Refused(&'static str),
+        Answered(u32),
+    }
+
+    /// Whether every verdict a replica gave (`seen`, in its order) is the one a `Turn`
+    /// gives on some state of the turn the replica could have judged on: a refusal on a
+    /// prefix of the final `entries` no shorter than the one its previous call saw, an
+    /// admission exactly where its entry stands. Refusals are not logged, so this is
+    /// how a refusal's code is checked against `Turn` when replicas run at once.
+    fn judged_on_states_of_the_log(
+        entries: &[Entry],
+        limits: TurnLimits,
+        seen: &[(Call, Seen)],
+    ) -> Result<(), String> {
+        let verdict_at = |k: usize, call: &Call| -> Result<Option<&'static str>, String> {
+            let (mut turn, _) =
+                rebuild(limits, &entries[..k], |_| false).map_err(|e| e.to_string())?;
+            Ok(verdict_of(&turn.admit(call).map_err(|e| e.to_string())?))
+        };
+        let mut from = 0;
+        for (call, verdict) in seen {
+            match verdict {
+                Seen::Ran(n) => {
+                    let at = entries
+                        .iter()
+                        .position(|e| matches!(e, Entry::Admitted { call, .. } if call == n))
+                        .ok_or(format!("call {n} ran without its admission"))?;
+                    if at < from {
+                        return Err(format!("call {n} admitted before its replica's last call"));
+                    }
+                    from = at + 1;
+                }
+                Seen::Answered(n) => {
+                    let answered = entries
+                        .iter()
+                        .position(|e| matches!(e, Entry::Answered { call, .. } if call == n))
+                        .ok_or(format!("call {n} has no answer"))?;
+                    from = from.max(answered + 1);
+                }
+                Seen::Refused(code) => {
+                    let mut k = from;
+                    loop {
+                        if k > entries.len() {
+                            return Err(format!(
+                                "refused {code}: no state from entry {from} on refuses it so"
+                            ));
+                        }
+                        if verdict_at(k, call)? == Some(*code) {
+                            break;
+                        }
+                        k += 1;
+                    }
+                    from = k;
+                }
             }
         }
         Ok(())
@@ -755,9 +1033,13 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
-        /// Replicas admitting at once (threads, each with its own Redis connection) log
-        /// exactly what one `Turn`, fed the log in its order, admits: no two of them ever
-        /// both admit what that `Turn` would refuse, and no turn runs over its limit.
+        /// Replicas admitting at once (threads, each with its own handle: its own Redis
+        /// connection, or its own open files of the directory), each sending calls once or
+        /// in long runs: each store logs exactly what one `Turn`, fed the log in its order,
+        /// admits (no two replicas ever both admit what that `Turn` would refuse, and no
+        /// turn runs over its limit); every refusal is one that `Turn` gives on a state of
+        /// the log the replica could have seen; the refusals are counted exactly, by code;
+        /// and the turn stores its admitted calls' entries only, however long the runs.
         #[test]
         fn concurrent_replicas_admit_exactly_what_one_turn_admits(
             plans in proptest::collection::vec(
@@ -765,51 +1047,104 @@ mod tests {
                     proptest::strategy::Just(Answer::Ok),
                     proptest::strategy::Just(Answer::Rejected),
                     proptest::strategy::Just(Answer::Shared),
+                ], proptest::prop_oneof![
+                    3 => proptest::strategy::Just(1usize),
+                    1 => 2..120usize,
                 ]), 1..8),
                 3,
             ),
             max_calls in 3..10u32,
         ) {
             let server = REDIS.with(|r| r.take()).unwrap_or_else(|| RedisServer::start().unwrap());
+            let backends = [
+                Backend::File(tempfile::tempdir().unwrap()),
+                Backend::Redis(server),
+            ];
             let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let policy = format!("pol-concurrent-{case}");
             let limits = TurnLimits::new(max_calls);
-            let url = server.url();
-            std::thread::scope(|scope| {
-                for plan in &plans {
-                    let (url, policy) = (url.clone(), policy.clone());
-                    scope.spawn(move || {
-                        let ledger = TurnLedger::Redis(RedisLedger::new(
-                            SharedState::open(&url.into(), None).unwrap(),
-                        ));
-                        for (query, request, outcome) in plan {
-                            let call = clinic_call(&format!("q{query}"), *request);
-                            let spec = TurnSpec::untimed(pol(&policy), limits);
-                            if let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() {
-                                running.answer(&answer(&call, *outcome)).log().unwrap();
-                            }
-                        }
-                    });
+            for backend in &backends {
+                let seen: Vec<Vec<(Call, Seen)>> = std::thread::scope(|scope| {
+                    let threads: Vec<_> = plans
+                        .iter()
+                        .map(|plan| {
+                            let ledger = backend.handle();
+                            let policy = policy.clone();
+                            scope.spawn(move || {
+                                let mut seen = Vec::new();
+                                for (query, request, outcome, run) in plan {
+                                    let call = clinic_call(&format!("q{query}"), *request);
+                                    let spec = TurnSpec::untimed(pol(&policy), limits);
+                                    let mut running = None;
+                                    for _ in 0..*run {
+                                        match ledger.admit(&spec, &call).unwrap() {
+                                            Admitted::Run(r) => {
+                                                seen.push((call.clone(), Seen::Ran(r.call)));
+                                                running = Some(r);
+                                            }
+                                            Admitted::Refused(r) => {
+                                                seen.push((call.clone(), Seen::Refused(r.code.as_str())));
+                                            }
+                                        }
+                                    }
+                                    if let Some(running) = running {
+                                        let n = running.call;
+                                        running.answer(&answer(&call, *outcome)).log().unwrap();
+                                        seen.push((call.clone(), Seen::Answered(n)));
+                                    }
+                                }
+                                seen
+                            })
+                        })
+                        .collect();
+                    threads.into_iter().map(|t| t.join().unwrap()).collect()
+                });
+                let entries: Vec<Entry> = entries_of(backend, &policy)
+                    .iter()
+                    .map(|e| serde_json::from_str(e).unwrap())
+                    .collect();
+                let admitted = entries.iter().filter(|e| matches!(e, Entry::Admitted { .. })).count();
+                proptest::prop_assert!(admitted <= max_calls as usize);
+                proptest::prop_assert_eq!(entries.len(), 2 * admitted, "{:?}", entries);
+                let mut codes = BTreeMap::<String, u64>::new();
+                for (_, verdict) in seen.iter().flatten() {
+                    if let Seen::Refused(code) = verdict {
+                        *codes.entry((*code).to_owned()).or_default() += 1;
+                    }
                 }
-            });
-            let backend = Backend::Redis(server);
-            let entries: Vec<Entry> = entries_of(&backend, &policy)
-                .iter()
-                .map(|e| serde_json::from_str(e).unwrap())
-                .collect();
-            let admitted = entries.iter().filter(|e| matches!(e, Entry::Admitted { .. })).count();
-            proptest::prop_assert!(admitted <= max_calls as usize);
-            proptest::prop_assert_eq!(
-                entries.len() - entries.iter().filter(|e| matches!(e, Entry::Answered { .. })).count(),
-                plans.iter().map(Vec::len).sum::<usize>(),
-                "one admission or refusal per call"
-            );
-            let replay = replayed_exactly(&entries, limits);
-            proptest::prop_assert!(replay.is_ok(), "{:?}: {:?}", replay, entries);
-            if let Backend::Redis(server) = backend {
-                REDIS.with(|r| r.set(Some(server)));
+                proptest::prop_assert_eq!(refusals_of(backend, &policy), codes);
+                let replay = replayed_exactly(&entries, limits);
+                proptest::prop_assert!(replay.is_ok(), "{:?}: {:?}", replay, entries);
+                for replica in &seen {
+                    let judged = judged_on_states_of_the_log(&entries, limits, replica);
+                    proptest::prop_assert!(judged.is_ok(), "{:?}: {:?}", judged, entries);
+                }
+                let stored = stored_bytes(backend, &policy);
+                proptest::prop_assert!(stored <= admitted * PER_ADMITTED_CALL + REFUSAL_COUNTS);
             }
+            let [_, Backend::Redis(server)] = backends else { unreachable!() };
+            REDIS.with(|r| r.set(Some(server)));
         }
+    }
+
+    /// The expiry (`PEXPIRETIME`, ms) of each key of the turn `policy` in `server`, by
+    /// the key's last part (`entries`, `running`, `refusals`); a key not there is left
+    /// out.
+    fn expiries(server: &RedisServer, policy: &str) -> BTreeMap<&'static str, i64> {
+        let mut c = ::redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        ["entries", "running", "refusals"]
+            .into_iter()
+            .filter_map(|part| {
+                let at: i64 = ::redis::cmd("PEXPIRETIME")
+                    .arg(format!("evidence:turn:{{{policy}}}:{part}"))
+                    .query(&mut c)
+                    .unwrap();
+                (at != -2).then_some((part, at))
+            })
+            .collect()
     }
 
     #[test]
@@ -828,16 +1163,11 @@ mod tests {
         let Backend::Redis(server) = &backend else {
             unreachable!()
         };
-        let mut c = ::redis::Client::open(server.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let expiry = |c: &mut ::redis::Connection, key: &str| -> i64 {
-            ::redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
-        };
         let want = (expires_at + redis::KEPT_AFTER_EXPIRY).as_millisecond();
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:running"), want);
+        assert_eq!(
+            expiries(server, "pol-ttl"),
+            [("entries", want), ("running", want)].into()
+        );
         running
             .answer(&failed(
                 &clinic_call("cpu", 1),
@@ -846,6 +1176,163 @@ mod tests {
             ))
             .log()
             .unwrap();
-        assert_eq!(expiry(&mut c, "evidence:turn:{pol-ttl}:entries"), want);
+        let code = refused_code(ledger.admit(&spec, &clinic_call("cpu", 1)).unwrap());
+        assert_eq!(code, "unchanged_retry");
+        assert_eq!(expiries(server, "pol-ttl")["entries"], want);
+        assert_eq!(expiries(server, "pol-ttl")["refusals"], want);
+    }
+
+    /// What a step of the expiry property does in the turn.
+    #[derive(Debug, Clone, Copy)]
+    enum TtlStep {
+        /// A new question, admitted and answered (`query_rejected`).
+        Ask,
+        /// The first question again, unchanged: refused.
+        Retry,
+        /// A new question admitted; its answer logged at the next step of this kind.
+        AskAndHold,
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the order in which envelopes of one `policy_id` with different
+        /// expiries write to a turn (admissions, answers, refusals, leases), every key of
+        /// the turn expires an hour after the latest expiry any of them carried: a write
+        /// under an envelope that expires sooner never shortens the life of a turn a
+        /// longer-lived one still uses, so a stopped turn cannot vanish early.
+        #[test]
+        fn a_write_never_moves_a_turns_expiry_earlier(
+            steps in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(TtlStep::Ask),
+                        proptest::strategy::Just(TtlStep::Retry),
+                        proptest::strategy::Just(TtlStep::AskAndHold),
+                    ],
+                    1..240i64,
+                ),
+                1..12,
+            ),
+        ) {
+            let server = REDIS.with(|r| r.take()).unwrap_or_else(|| RedisServer::start().unwrap());
+            let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let policy = format!("pol-ttl-{case}");
+            let ledger = TurnLedger::Redis(RedisLedger::new(
+                SharedState::open(&server.url().into(), None).unwrap(),
+            ));
+            let now = jiff::Timestamp::now();
+            let mut latest = i64::MIN;
+            let mut held: Option<(RunningCall, Call)> = None;
+            let spec_for = |minutes: i64| TurnSpec {
+                expires_at: now + jiff::SignedDuration::from_mins(minutes),
+                ..spec(&policy, TurnLimits::new(64))
+            };
+            for (n, (step, minutes)) in steps.into_iter().enumerate() {
+                let spec = spec_for(minutes);
+                let kept = (spec.expires_at + redis::KEPT_AFTER_EXPIRY).as_millisecond();
+                let first = clinic_call("q-first", 1);
+                match step {
+                    TtlStep::Retry if n > 0 => {
+                        let _refused = ledger.admit(&spec, &first).unwrap();
+                    }
+                    TtlStep::Retry | TtlStep::Ask => {
+                        let call = if n == 0 { first } else { clinic_call(&format!("q{n}"), 2) };
+                        let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() else {
+                            panic!("refused")
+                        };
+                        running
+                            .answer(&failed(&call, FailureClass::QueryRejected, "x_422"))
+                            .log()
+                            .unwrap();
+                    }
+                    TtlStep::AskAndHold => {
+                        if let Some((running, call)) = held.take() {
+                            running
+                                .answer(&failed(&call, FailureClass::QueryRejected, "x_422"))
+                                .log()
+                                .unwrap();
+                        }
+                        let call = clinic_call(&format!("q{n}"), 2);
+                        let Admitted::Run(running) = ledger.admit(&spec, &call).unwrap() else {
+                            panic!("refused")
+                        };
+                        held = Some((running, call));
+                    }
+                }
+                latest = latest.max(kept);
+                for (key, at) in expiries(&server, &policy) {
+                    proptest::prop_assert_eq!(at, latest, "{} after step {}", key, n);
+                }
+            }
+            REDIS.with(|r| r.set(Some(server)));
+        }
+    }
+
+    /// A turn logged by an earlier version, which appended every refusal as a `refused`
+    /// entry, reads after an upgrade in either store: its entries parse, its refusals
+    /// are skipped, and the turn goes on where it was (the same verdicts, the next call
+    /// number, the refusals counted from now on).
+    #[test]
+    fn a_turn_with_refused_entries_of_an_earlier_version_still_reads() {
+        for backend in Backend::both() {
+            let call = clinic_call("cpu", 1);
+            let queries =
+                serde_json::json!([{"queryId": "cpu", "requestDigest": digest(1).to_string()}]);
+            let admitted = serde_json::json!({
+                "entry": "admitted", "call": 0, "package": "managed_auto_oncall_clinic",
+                "provider": "clinic", "queries": queries,
+            });
+            let refused = |code: &str, class: &str| {
+                serde_json::json!({
+                    "entry": "refused", "package": "managed_auto_oncall_clinic",
+                    "provider": "clinic", "queries": queries, "code": code, "class": class,
+                })
+            };
+            let answered = serde_json::to_value(answer_entry(
+                0,
+                failed(&call, FailureClass::QueryRejected, "clinic_http_422").details(),
+            ))
+            .unwrap();
+            let mut lines = vec![
+                admitted,
+                refused("query_in_flight", "policy_violation"),
+                answered,
+            ];
+            lines.extend((0..500).map(|_| refused("unchanged_retry", "query_rejected")));
+            let lines: Vec<String> = lines.iter().map(Value::to_string).collect();
+            match &backend {
+                Backend::File(dir) => {
+                    std::fs::write(dir.path().join("p.jsonl"), lines.join("\n") + "\n").unwrap();
+                }
+                Backend::Redis(server) => {
+                    let mut c = ::redis::Client::open(server.url())
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let () = ::redis::cmd("RPUSH")
+                        .arg("evidence:turn:{p}:entries")
+                        .arg(&lines)
+                        .query(&mut c)
+                        .unwrap();
+                }
+            }
+            let ledger = backend.handle();
+            let limits = TurnLimits::new(8);
+            let code = refused_code(ledger.admit(&spec("p", limits), &call).unwrap());
+            assert_eq!(code, "unchanged_retry");
+            let Admitted::Run(running) = ledger
+                .admit(&spec("p", limits), &clinic_call("cpu", 2))
+                .unwrap()
+            else {
+                panic!("the one correction was refused")
+            };
+            assert_eq!(running.call, 1);
+            let entries = entries_of(&backend, "p");
+            assert_eq!(entries.len(), lines.len() + 1, "nothing logged was lost");
+            assert_eq!(
+                refusals_of(&backend, "p"),
+                counts(&[("unchanged_retry", 1)])
+            );
+        }
     }
 }

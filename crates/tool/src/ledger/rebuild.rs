@@ -28,7 +28,8 @@ pub(crate) struct Calls {
 }
 
 /// Rebuilds the turn from the logged entries: each admitted call entered, each answer
-/// recorded, each refusal skipped (a refusal changes nothing in a turn). An admitted call
+/// recorded, and a `refused` entry an earlier version appended skipped (a refusal
+/// changes nothing in a turn; refusals are counted apart now). An admitted call
 /// without its answer stays in flight unless `abandoned` says its process ended; then
 /// it is recorded as a failure of class `internal`.
 pub(crate) fn rebuild(

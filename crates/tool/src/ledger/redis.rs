@@ -1,22 +1,28 @@
 //! The Redis store of the turn ledger, for servers on several hosts (and several
-//! replicas of each package behind a load balancer). A turn is two keys in one hash
-//! slot: `evidence:turn:{<policy_id>}:entries`, a list of JSON entries, and
-//! `evidence:turn:{<policy_id>}:running`, a sorted set of the admitted calls' leases
-//! (score: when the lease ends, in Redis' own milliseconds, so the hosts' clocks do not
-//! matter).
+//! replicas of each package behind a load balancer). A turn is three keys in one hash
+//! slot: `evidence:turn:{<policy_id>}:entries`, a list of JSON entries (at most three
+//! per admitted call); `evidence:turn:{<policy_id>}:running`, a sorted set of the
+//! admitted calls' leases (score: when the lease ends, in Redis' own milliseconds, so
+//! the hosts' clocks do not matter); and `evidence:turn:{<policy_id>}:refusals`, a hash
+//! of the turn's refusals counted by code.
 //!
 //! An admission reads the turn (the entries and the leases still running, one script),
-//! judges the call with [`super::judge`] in this process, and appends with a second
-//! script that appends only when the list still has the length it was judged on; when
-//! another replica appended in between, the call is judged again on the new entries.
-//! So two replicas can never both admit what one `Turn` would refuse, and the rules
-//! stay in [`evidence_materialize::Turn`]: Redis only stores and orders.
+//! judges the call with [`super::judge`] in this process, and writes with a second
+//! script that writes only when the list still has the length it was judged on (it
+//! appends an admission, or counts a refusal with `HINCRBY`); when another replica
+//! appended in between, the call is judged again on the new entries. So two replicas
+//! can never both admit what one `Turn` would refuse, the rules stay in
+//! [`evidence_materialize::Turn`] (Redis only stores and orders), and a refusal adds
+//! nothing for later admissions to read.
 //!
 //! A lease ends when the call's deadline and margin end: a replica killed mid-call
 //! leaves an admission whose lease runs out, and the next admission of the turn appends
-//! it as abandoned, as the file store does for a running file nobody holds. Both keys
-//! expire an hour after the policy does (no call verifies under it by then, whatever
-//! the clocks of the hosts say within [`evidence_policy::CLOCK_SKEW`] many times over).
+//! it as abandoned, as the file store does for a running file nobody holds. The keys
+//! expire an hour after the latest-expiring policy that wrote to the turn (no call
+//! verifies under it by then, whatever the clocks of the hosts say within
+//! [`evidence_policy::CLOCK_SKEW`] many times over): every write only ever moves a key's
+//! expiry later, so an envelope of the same `policy_id` that expires sooner never
+//! shortens the life of a turn a longer-lived one still uses.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -41,35 +47,52 @@ local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')
 return {entries, live}
 ";
 
-/// Appends ARGV[5..] when the list has ARGV[1] entries; then the lease of call ARGV[3]
-/// (when not empty) for ARGV[4] ms, leases that ended are dropped, and both keys expire
-/// at ARGV[2] (ms). 1 when appended, 0 when the turn changed.
+/// The Lua function of the write scripts that keeps every key of `keys` until at least
+/// `at` (ms) and the latest expiry any of them has: an expiry only ever moves later, and
+/// the keys of a turn (one recreated since, too) expire together. A missing key is left.
+const KEEP_UNTIL: &str = r"
+local function keep(keys, at)
+  for _, key in ipairs(keys) do
+    local t = redis.call('PEXPIRETIME', key)
+    if t > at then at = t end
+  end
+  for _, key in ipairs(keys) do
+    if redis.call('PEXPIRETIME', key) < at then redis.call('PEXPIREAT', key, at) end
+  end
+end
+";
+
+/// When the list has ARGV[1] entries: appends ARGV[6..], counts a refusal of code
+/// ARGV[5] (when not empty), adds the lease of call ARGV[3] (when not empty) for ARGV[4]
+/// ms, drops the leases that ended, and keeps the keys until at least ARGV[2] (ms). 1
+/// when written, 0 when the turn changed.
 const APPEND_IF: &str = r"
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
-for i = 5, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+for i = 6, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+if ARGV[5] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[5], 1) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[3]) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+keep(KEYS, tonumber(ARGV[2]))
 return 1
 ";
 
-/// Appends the answer ARGV[3] of call ARGV[1] and ends its lease; the keys expire at
-/// ARGV[2] (ms).
+/// Appends the answer ARGV[3] of call ARGV[1] and ends its lease; the keys are kept
+/// until at least ARGV[2] (ms).
 const ANSWER: &str = r"
 redis.call('RPUSH', KEYS[1], ARGV[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+keep(KEYS, tonumber(ARGV[2]))
 return 1
 ";
 
 /// The scripts, each one's SHA1 computed once per process rather than per call.
 static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
-static APPEND_IF_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(APPEND_IF));
-static ANSWER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ANSWER));
+static APPEND_IF_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{KEEP_UNTIL}{APPEND_IF}")));
+static ANSWER_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{KEEP_UNTIL}{ANSWER}")));
 
 /// A turn ledger in a shared Redis.
 #[derive(Debug, Clone)]
@@ -90,6 +113,7 @@ pub(crate) struct Running {
 struct Keys {
     entries: String,
     running: String,
+    refusals: String,
 }
 
 impl Keys {
@@ -98,6 +122,7 @@ impl Keys {
         Keys {
             entries: format!("evidence:turn:{{{policy}}}:entries"),
             running: format!("evidence:turn:{{{policy}}}:running"),
+            refusals: format!("evidence:turn:{{{policy}}}:refusals"),
         }
     }
 }
@@ -137,8 +162,9 @@ impl RedisLedger {
         }
     }
 
-    /// Judges `call` on the turn's entries and appends, again until no other admission
-    /// came in between or `spec.wait` is over.
+    /// Judges `call` on the turn's entries and writes (appends the admission, or counts
+    /// the refusal), again until no other admission came in between or `spec.wait` is
+    /// over.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
         let started = Instant::now();
         let keys = Keys::of(spec);
@@ -177,15 +203,18 @@ impl RedisLedger {
                 Verdict::Run(n) => n.to_string(),
                 Verdict::Refused(_) => String::new(),
             };
+            let refused = judged.verdict.refusal_code().unwrap_or("");
             let left = wait.saturating_sub(started.elapsed());
             let appended: i64 = self.state.with("appended to", left, |c| {
                 append_if
                     .key(&keys.entries)
                     .key(&keys.running)
+                    .key(&keys.refusals)
                     .arg(raw.len())
                     .arg(expire_at_ms)
                     .arg(&lease_call)
                     .arg(lease_ms)
+                    .arg(refused)
                     .arg(&lines)
                     .invoke(c)
             })?;
@@ -228,6 +257,7 @@ impl Running {
             ANSWER_SCRIPT
                 .key(&self.keys.entries)
                 .key(&self.keys.running)
+                .key(&self.keys.refusals)
                 .arg(call)
                 .arg(self.expire_at_ms)
                 .arg(&line)

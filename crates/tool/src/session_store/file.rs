@@ -141,11 +141,26 @@ mod tests {
     /// The policy `policy_id` of the session `session`, issued `issued` seconds after a
     /// fixed start.
     fn signed(session: &Digest, policy_id: &str, issued: i64) -> (SignedPolicy, TrustedPolicy) {
+        signed_lasting(
+            session,
+            policy_id,
+            issued,
+            jiff::SignedDuration::from_hours(1),
+        )
+    }
+
+    /// [`signed`], the policy expiring `lasting` after it is issued.
+    fn signed_lasting(
+        session: &Digest,
+        policy_id: &str,
+        issued: i64,
+        lasting: jiff::SignedDuration,
+    ) -> (SignedPolicy, TrustedPolicy) {
         let at = *START + jiff::SignedDuration::from_secs(issued);
         let mut policy = evidence_test_support::policy::issued(
             evidence_test_support::policy::apid_29213_policy("clinic").unwrap(),
             at,
-            jiff::SignedDuration::from_hours(1),
+            lasting,
         );
         policy["policy_id"] = json!(policy_id);
         policy["package"] = json!("managed_auto_oncall_clinic");
@@ -200,6 +215,44 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Whatever the issue times and lifetimes of the envelopes delivered to a session
+        /// in Redis, in any order (each stored, or refused as not newer), the session's
+        /// key is kept until an hour after the latest expiry of any of them: an envelope
+        /// issued later that expires sooner never shortens it, so an envelope that could
+        /// still verify never finds the key gone.
+        #[test]
+        fn a_redis_sessions_expiry_only_ever_moves_later(
+            deliveries in proptest::collection::vec((0i64..40, 5i64..240), 1..12),
+        ) {
+            let server = RedisServer::start().unwrap();
+            let store = SessionStore::in_redis(
+                SharedState::open(&server.url().into(), None).unwrap(),
+                &PackageId::clinic(),
+            );
+            let session = SessionToken::mint().digest();
+            let key = format!("evidence:session:{}:{}", PackageId::clinic(), hex_of(&session));
+            let mut c = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+            let mut latest = i64::MIN;
+            for (n, (issued, minutes)) in deliveries.into_iter().enumerate() {
+                let (envelope, policy) = signed_lasting(
+                    &session,
+                    &format!("pol-{n}"),
+                    issued,
+                    jiff::SignedDuration::from_mins(minutes),
+                );
+                store.deliver(&session, &envelope, &policy, W).unwrap();
+                latest = latest.max(
+                    (policy.expires_at + crate::ledger::redis::KEPT_AFTER_EXPIRY).as_millisecond(),
+                );
+                let at: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut c).unwrap();
+                prop_assert_eq!(at, latest, "after delivery {}", n);
             }
         }
     }

@@ -400,6 +400,24 @@ pub fn redis_entries(url: &str, policy_id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The refusals the Redis ledger at `url` counted for the turn `policy_id`, by code
+/// (refusals are counted, not appended as entries).
+pub fn redis_refusals(url: &str, policy_id: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    redis::cmd("HGETALL")
+        .arg(format!("evidence:turn:{{{policy_id}}}:refusals"))
+        .query(&mut conn)
+        .unwrap()
+}
+
+/// The refusals the ledger directory `ledger` counted for the turn `policy_id`, by code.
+pub fn ledger_refusals(ledger: &Path, policy_id: &str) -> std::collections::BTreeMap<String, u64> {
+    match std::fs::read(ledger.join(format!("{policy_id}.refusals.json"))) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap(),
+        Err(_) => std::collections::BTreeMap::new(),
+    }
+}
+
 /// The error code of a call that failed as a whole (empty for any other result).
 pub fn code_of(result: &evidence_result::ToolResult) -> String {
     result
@@ -410,7 +428,7 @@ pub fn code_of(result: &evidence_result::ToolResult) -> String {
         .unwrap_or_default()
 }
 
-/// The ledger entries of `kind` (`admitted`, `refused`, `answered`, `abandoned`).
+/// The ledger entries of `kind` (`admitted`, `answered`, `abandoned`).
 pub fn entries_of<'a>(entries: &'a [Value], kind: &str) -> Vec<&'a Value> {
     entries.iter().filter(|e| e["entry"] == kind).collect()
 }
