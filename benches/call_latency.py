@@ -54,12 +54,27 @@ MCP_HTTP_GOAL = 3.0
 MCP_PEER_GOAL = 1.0
 
 
+def target_dir() -> Path:
+    """Where cargo puts what it builds: `$CARGO_TARGET_DIR` when set (relative to the
+    workspace, as cargo reads it), else the workspace's `target`."""
+    return ROOT / os.environ.get("CARGO_TARGET_DIR", "target")
+
+
+def in_target(command: list) -> list:
+    """`command` with a first part under the workspace's `target` moved to `target_dir()`."""
+    first = Path(command[0])
+    if first.is_relative_to(ROOT / "target"):
+        first = target_dir() / first.relative_to(ROOT / "target")
+    return [str(first)] + command[1:]
+
+
 def built(debug: bool) -> tuple[str, list]:
     """Builds the tool (packaging profile, or dev) and the fixture; their paths."""
     tool_profile, tool_dir = ("dev", "debug") if debug else ("tool", "tool")
     subprocess.run([p.format(tool_profile=tool_profile) for p in TOOL_BUILD], cwd=ROOT, check=True)
     subprocess.run(sbs.resolve(sbs.FIXTURE_BUILD, debug), cwd=ROOT, check=True)
-    return str(ROOT / TOOL_BINARY.format(tool_dir=tool_dir)), sbs.resolve(sbs.FIXTURE_COMMAND, debug)
+    tool = in_target([str(ROOT / TOOL_BINARY.format(tool_dir=tool_dir))])[0]
+    return tool, in_target(sbs.resolve(sbs.FIXTURE_COMMAND, debug))
 
 
 def form(q: dict, expr: str) -> bytes:

@@ -4,6 +4,7 @@ only credential) against the same HTTP request to the provider, and many session
 once against one server, side by side in one run.
 
     python3 benches/remote_mcp.py [--pairs 30] [--sessions 200] [--query tidb_memory_with_nan] [--debug]
+                                  [--tool PATH [--legacy]]
 
 It re-runs itself in the venv `bash scripts/test.sh` makes, `.tools/venv` (the official
 Python MCP SDK, `mcp==2.3.0`, as the tests use), builds `clinic-tool` with the packaging profile (`--profile tool`) and
@@ -11,8 +12,12 @@ the side-by-side fixture, and starts the fixture with `--sessions N`: a real Pro
 2.42 over the test fixtures, the Clinic test front, a deployable Clinic v3 folder around
 that binary and, per query, one session token with its envelope for the measured session
 and N more, each envelope signed for its own session under its own `policy_id`. Then it
-starts the packaged binary with `--mcp-http 127.0.0.1:0` (its runtime context without an
-envelope file, a fresh turn ledger) and delivers every envelope (`POST /envelopes`).
+starts the packaged binary with `--mcp-http 127.0.0.1:0 --operator 127.0.0.1:0` (its
+runtime context without an envelope file, a fresh turn ledger) and delivers every
+envelope to the operator listener (`POST /envelopes`). `--tool PATH` packages another
+`clinic-tool`; `--legacy` serves one built before the operator listener (`--mcp-http`
+only, envelopes delivered on the MCP port). Binaries are found under `$CARGO_TARGET_DIR`
+when it is set, else `target`.
 
 1. **A call against the bare request.** `--pairs` rounds of our call and the same HTTP
    request to the Clinic front from this process (`urllib`), the order alternating per
@@ -21,7 +26,8 @@ envelope file, a fresh turn ledger) and delivers every envelope (`POST /envelope
    `tools/call` one POST with the session header), and with the official Python SDK on a
    warm session (its own client cost shown, not judged). Each measured call starts a new
    turn (the turn files emptied, the session store kept).
-2. **N sessions at once.** N lean clients (a thread, a connection and a token each)
+2. **N sessions at once.** N lean clients (a thread, a connection and a token each,
+   16 to a loopback source address: the server holds at most 32 sessions per peer)
    against the one server, every session initialized first, then every call at once:
    the p50 and p99 of a call as the client sees it (the wait for one of the server's
    `limits.concurrency` slots included) and as the server's audit records say. Checked:
@@ -54,6 +60,15 @@ import side_by_side as sbs  # noqa: E402  (the venv and its packages)
 
 REMOTE_HTTP_GOAL = 3.0
 SESSION_HEADER = "X-Evidence-Session"
+# The server holds at most 32 protocol sessions (and 64 connections) per peer address
+# (`--max-sessions-per-peer`, `--max-connections-per-peer`): many sessions come from as
+# many agents, so the bench gives every 16 of them a loopback address of their own.
+SESSIONS_PER_ADDRESS = 16
+
+
+def source_of(i: int) -> str:
+    """The loopback source address of the i-th of many sessions (16 to an address)."""
+    return f"127.0.1.{1 + i // SESSIONS_PER_ADDRESS}"
 
 
 def ensure_venv(venv: Path, script: str = __file__) -> None:
@@ -81,25 +96,65 @@ async def client(url: str, token: str):
                 yield session
 
 
-def serve(tool: str, env: dict, ledger: Path) -> tuple[subprocess.Popen, str]:
-    """The packaged tool serving over Streamable HTTP on a free loopback port; its base URL."""
+class Server:
+    """A running `clinic-tool --mcp-http`: its process, the base URL of its MCP listener
+    (`base`, the endpoint is `base/mcp`) and of the listener the runtime delivers
+    envelopes to (`operator`: the operator listener, or the MCP port itself for a
+    `legacy` binary built before it)."""
+
+    def __init__(self, process: subprocess.Popen, base: str, operator: str):
+        self.process, self.base, self.operator = process, base, operator
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def serve(tool: str, env: dict, ledger: Path, more: list = (), legacy: bool = False) -> Server:
+    """The packaged tool serving over Streamable HTTP on a free loopback port, with its
+    operator listener on another (`--operator`; with `legacy`, only `--mcp-http`, as a
+    binary built before the operator listener serves, taking envelopes on the MCP port).
+    It names the operator listener first, then the MCP endpoint, on stderr (JSON log
+    lines, or plain)."""
     env = {k: str(v) for k, v in env.items() if k != "EVIDENCE_TRUSTED_CONTEXT"}
     env.update({"PATH": os.environ.get("PATH", ""), "EVIDENCE_TURN_LEDGER": str(ledger)})
-    server = subprocess.Popen([tool, "--mcp-http", "127.0.0.1:0"], env=env,
+    listeners = ["--mcp-http", "127.0.0.1:0"] + ([] if legacy else ["--operator", "127.0.0.1:0"])
+    server = subprocess.Popen([tool, *listeners, *more], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
+    operator = None
+    seen = []
     for line in server.stderr:
-        if "serving " in line:
-            url = line.split("serving ", 1)[1].strip().removesuffix("/mcp")
+        line = message_of(line)
+        if "--operator: serving " in line:
+            operator = line.split("serving ", 1)[1].strip()
+        elif "--mcp-http: serving " in line:
+            base = line.split("serving ", 1)[1].strip().removesuffix("/mcp")
             # Keep reading its stderr so that it never blocks on a full pipe.
             threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
-            return server, url
-    raise RuntimeError("the server stopped before it listened")
+            if operator is None and not legacy:
+                server.terminate()
+                raise RuntimeError(f"the server named no operator listener: {seen}")
+            return Server(server, base, operator or base)
+        else:
+            seen.append(line.rstrip())
+    raise RuntimeError(f"the server stopped before it listened: {seen[-5:]}")
 
 
-def deliver(base: str, envelope_path: str) -> None:
+def message_of(line: str) -> str:
+    """A stderr line's message: the `message` of a JSON log line (the server's default
+    `--log-format json`), or the line itself (plain, and binaries before JSON logs)."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return line
+    return entry.get("message", line) if isinstance(entry, dict) else line
+
+
+def deliver(operator: str, envelope_path: str) -> None:
+    """The runtime's delivery of an envelope: `POST /envelopes` on the operator listener."""
     body = Path(envelope_path).read_bytes()
-    request = urllib.request.Request(f"{base}/envelopes", data=body,
+    request = urllib.request.Request(f"{operator}/envelopes", data=body,
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request) as r:
         answer = json.loads(r.read())
@@ -113,9 +168,10 @@ class RawSession:
     one POST whose answer (JSON or one SSE event) is read whole. It measures the
     transport without the SDK's own cost."""
 
-    def __init__(self, base: str, token: str):
+    def __init__(self, base: str, token: str, source: str | None = None):
         host, port = base.removeprefix("http://").split(":")
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=120,
+                                               source_address=(source, 0) if source else None)
         self.conn.connect()
         # http.client writes a request's head and body apart: without this, Nagle's
         # algorithm against the server's delayed ACK holds each body ~40 ms.
@@ -147,6 +203,14 @@ class RawSession:
             data = [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
             return next(json.loads(d) for d in data if d and json.loads(d).get("id") == message["id"])
         return json.loads(body)
+
+    def close(self) -> None:
+        """Ends the protocol session (`DELETE`, freeing its place under the server's
+        session bounds) and the connection."""
+        if "Mcp-Session-Id" in self.headers:
+            self.conn.request("DELETE", "/mcp", headers=self.headers)
+            self.conn.getresponse().read()
+        self.conn.close()
 
     def call(self, args: dict, series: int) -> float:
         t0 = time.perf_counter()
@@ -185,13 +249,14 @@ def raw_many(base: str, q: dict, series: int) -> list:
     sessions = q["sessions"]
     ready = threading.Barrier(len(sessions))
     walls = [None] * len(sessions)
+    opened = [None] * len(sessions)
     errors = []
 
     def run(i: int, token: str) -> None:
         try:
-            session = RawSession(base, token)
+            opened[i] = RawSession(base, token, source_of(i))
             ready.wait(timeout=120)
-            walls[i] = session.call(q["args"], series)
+            walls[i] = opened[i].call(q["args"], series)
         except Exception as e:  # reported below: a call that did not answer ok
             errors.append(repr(e))
             ready.abort()
@@ -201,6 +266,9 @@ def raw_many(base: str, q: dict, series: int) -> list:
         t.start()
     for t in threads:
         t.join()
+    for session in opened:
+        if session is not None:
+            session.close()
     if errors:
         raise RuntimeError(f"{len(errors)} sessions failed: {errors[:3]}")
     return walls
@@ -254,9 +322,14 @@ def main() -> int:
     parser.add_argument("--query", default="tidb_memory_with_nan", help="a SIDE_BY_SIDE_QUERIES name")
     parser.add_argument("--venv", type=Path, default=sbs.ROOT / ".tools/venv")
     parser.add_argument("--debug", action="store_true", help="dev profile (unoptimized)")
+    parser.add_argument("--tool", help="a clinic-tool binary to package instead of the one built")
+    parser.add_argument("--legacy", action="store_true",
+                        help="a binary built before the operator listener: --mcp-http only, "
+                             "envelopes delivered on the MCP port")
     opts = parser.parse_args()
     ensure_venv(opts.venv)
     tool, fixture_command = cl.built(opts.debug)
+    tool = opts.tool or tool
     fixture = subprocess.Popen(fixture_command + ["--tool-binary", tool, "--sessions", str(opts.sessions)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ledger_dir = tempfile.TemporaryDirectory(prefix="remote-mcp-ledger-")
@@ -267,10 +340,11 @@ def main() -> int:
         packaged = setup["tool"]
         q = next(x for x in setup["queries"] if x["name"] == opts.query)
         _, _, series = sbs.ground_truth(setup["prometheus_url"], q)
-        server, base = serve(packaged, q["env"], ledger)
-        deliver(base, q["session"]["envelope"])
+        server = serve(packaged, q["env"], ledger, legacy=opts.legacy)
+        base = server.base
+        deliver(server.operator, q["session"]["envelope"])
         for s in q["sessions"]:
-            deliver(base, s["envelope"])
+            deliver(server.operator, s["envelope"])
         # The locked expression our tool sends (the bare request sends it too).
         env = {"PATH": os.environ.get("PATH", ""), **q["env"]}
         out = subprocess.run([packaged], input=json.dumps(q["args"]), env=env,
@@ -290,8 +364,7 @@ def main() -> int:
         pair_calls = audit_calls(audit)[:before]
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
         fixture.stdin.close()
         fixture.wait(timeout=30)
 

@@ -11,13 +11,18 @@ deployable Clinic v3 folder, and N session tokens, each with an envelope under i
 `policy_id`) and a `redis-server` on loopback with `appendonly yes` and
 `appendfsync always`. Two shapes, each serving over Streamable HTTP:
 
-- **one server, file ledger**: one `clinic-tool --mcp-http` with a turn-ledger directory;
-  every session's envelope delivered to it; the N sessions at once against it.
+- **one server, file ledger**: one `clinic-tool --mcp-http` (with its `--operator`
+  listener) and a turn-ledger directory; every session's envelope delivered to its
+  operator listener; the N sessions at once against it.
 - **three replicas, Redis ledger**: three `clinic-tool --mcp-http`, each with its own
   audit log and `EVIDENCE_TURN_LEDGER=redis://...`; every envelope delivered once, to
-  one replica (the session store is shared), session i calling replica i mod 3.
+  one replica's operator listener (the session store is shared), session i calling
+  replica i mod 3.
 
-`--rounds` rounds, the two shapes alternating (the order swapped each round); each
+Binaries are found under `$CARGO_TARGET_DIR` when it is set, else `target`.
+
+The sessions come 16 to a loopback source address (a server holds at most 32 sessions
+per peer address). `--rounds` rounds, the two shapes alternating (the order swapped each round); each
 round every session initialized first, then every call at once, each call in a turn of
 its own (the turns emptied between rounds). Per shape: the p50 and p99 of a call as the
 client sees it (the wait for a server's `limits.concurrency` slots included), all calls'
@@ -117,13 +122,14 @@ def many(bases: list, q: dict, series: int) -> tuple[list, float]:
     sessions = q["sessions"]
     ready = threading.Barrier(len(sessions) + 1)
     walls = [None] * len(sessions)
+    opened = [None] * len(sessions)
     errors = []
 
     def run(i: int, token: str) -> None:
         try:
-            session = rm.RawSession(bases[i % len(bases)], token)
+            opened[i] = rm.RawSession(bases[i % len(bases)], token, rm.source_of(i))
             ready.wait(timeout=120)
-            walls[i] = session.call(q["args"], series)
+            walls[i] = opened[i].call(q["args"], series)
         except Exception as e:  # reported below
             errors.append(repr(e))
             ready.abort()
@@ -136,6 +142,10 @@ def many(bases: list, q: dict, series: int) -> tuple[list, float]:
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    # Each round's protocol sessions ended (untimed): the next round's fit the bounds.
+    for session in opened:
+        if session is not None:
+            session.close()
     if errors:
         raise RuntimeError(f"{len(errors)} sessions failed: {errors[:3]}")
     return walls, elapsed
@@ -181,19 +191,20 @@ def main() -> int:
             folder = root / name
             folder.mkdir()
             env = dict(q["env"], EVIDENCE_AUDIT_LOG=str(folder / "audit.jsonl"))
-            server, base = rm.serve(packaged, env, ledger)
+            server = rm.serve(packaged, env, ledger)
             servers.append(server)
-            return base, folder / "audit.jsonl"
+            return server, folder / "audit.jsonl"
 
         (root / "ledger").mkdir()
-        file_base, file_audit = start("single", str(root / "ledger"))
+        single, file_audit = start("single", str(root / "ledger"))
+        file_base = single.base
         replicas = [start(f"replica-{r}", redis.url) for r in range(opts.replicas)]
 
-        def deliver_all(base: str) -> None:
+        def deliver_all(server: rm.Server) -> None:
             for s in q["sessions"]:
-                rm.deliver(base, s["envelope"])
+                rm.deliver(server.operator, s["envelope"])
 
-        deliver_all(file_base)
+        deliver_all(single)
         deliver_all(replicas[0][0])
 
         def audit_count(paths: list) -> int:
@@ -208,8 +219,9 @@ def main() -> int:
             else:
                 for s in q["sessions"]:
                     redis.command("DEL", f"evidence:turn:{{{s['policy_id']}}}:entries",
-                                  f"evidence:turn:{{{s['policy_id']}}}:running")
-                bases, audits = [b for b, _ in replicas], [a for _, a in replicas]
+                                  f"evidence:turn:{{{s['policy_id']}}}:running",
+                                  f"evidence:turn:{{{s['policy_id']}}}:refusals")
+                bases, audits = [r.base for r, _ in replicas], [a for _, a in replicas]
                 entries = lambda pid: entries_in_redis(redis, pid)
             before = audit_count(audits)
             walls, elapsed = many(bases, q, series)
@@ -227,8 +239,7 @@ def main() -> int:
                 round_of(shape)
     finally:
         for server in servers:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
         if redis is not None:
             redis.stop()
         fixture.stdin.close()

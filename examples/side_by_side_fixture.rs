@@ -7,8 +7,9 @@
 //! bare HTTP request of the same query), model arguments and the environment the
 //! entrypoint runs with; and for a server over HTTP (`benches/remote_mcp.py`) the same
 //! policy signed for a session of its own (`session`: token, envelope, policy id) and,
-//! with `--sessions N`, N more sessions each under its own policy id (`sessions`). It
-//! keeps everything running until its stdin closes.
+//! with `--sessions N`, N more sessions each under its own policy id (`sessions`). With
+//! `--front-delay-ms MS` the Clinic front waits that long before each answer (a slow
+//! provider). It keeps everything running until its stdin closes.
 //!
 //! ```sh
 //! cargo build --release -p evidence-tool --bin clinic-tool
@@ -57,19 +58,24 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let front =
         support::ClinicFront::start(&prometheus.url(), SecretString::from(token.clone())).await?;
 
-    let usage = "usage: side_by_side_fixture --tool-binary PATH [--sessions N]";
-    let (binary, sessions) = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
-        [flag, path] if flag == "--tool-binary" => (PathBuf::from(path), 0),
-        [flag, path, count_flag, count]
-            if flag == "--tool-binary" && count_flag == "--sessions" =>
-        {
-            (
-                PathBuf::from(path),
-                count.parse::<usize>().map_err(|_| usage)?,
-            )
+    let usage =
+        "usage: side_by_side_fixture --tool-binary PATH [--sessions N] [--front-delay-ms MS]";
+    let (mut binary, mut sessions, mut front_delay_ms) = (None, 0_usize, 0_u64);
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(usage)?;
+        match flag.as_str() {
+            "--tool-binary" if binary.is_none() => binary = Some(PathBuf::from(value)),
+            "--sessions" => sessions = value.parse().map_err(|_| usage)?,
+            "--front-delay-ms" => front_delay_ms = value.parse().map_err(|_| usage)?,
+            _ => return Err(usage.into()),
         }
-        _ => return Err(usage.into()),
-    };
+    }
+    let binary = binary.ok_or(usage)?;
+    // A slow provider (`benches/hostile_http.py`): every answer of the front waits this long.
+    front
+        .faults()
+        .set_delay(std::time::Duration::from_millis(front_delay_ms));
     let dir = tempfile::Builder::new().prefix("side-by-side-").tempdir()?;
     let source = local_clinic_source(dir.path())?;
     let package_dir = dir.path().join("managed_auto_oncall_clinic");
