@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use super::summary::Labels;
+use super::parse::Labels;
 
 /// The most label names a label-names census tracks; further names are counted.
 pub const MAX_CENSUS_LABELS: usize = 256;

@@ -15,43 +15,13 @@ use super::answer::Answer;
 use super::bound::bounded;
 use super::census::CensusKind;
 use super::discover;
-use super::parse::{Parsed, QueryRangeResponse, SeriesDigest};
-use super::summary::{FoldSummary, Labels, MAX_TRACKED_SERIES, ResultFold};
+use super::parse::{Labels, Parsed, QueryRangeResponse, SeriesDigest};
+use super::sanitize::LabelSanitizer;
+use super::summary::{FoldSummary, MAX_TRACKED_SERIES, ResultFold};
 use crate::ConnectorError;
 
 /// How many series compact evidence keeps by default (top-k by peak).
 pub const DEFAULT_TOP_K: u32 = 10;
-
-/// Rewrites the labels of a kept series before they reach the model.
-///
-/// The Manus connector replaces instance addresses with opaque references here. A
-/// closure `Fn(&mut BTreeMap<String, String>) -> Result<(), ConnectorError>` is a
-/// sanitizer too. Only the kept (top-k) series are sanitized, and the labels common to
-/// every series once, as a map of their own (a sanitizer rewrites each label by its
-/// name and value alone).
-pub trait LabelSanitizer {
-    /// Rewrites one series' labels in place.
-    fn sanitize(&self, labels: &mut BTreeMap<String, String>) -> Result<(), ConnectorError>;
-}
-
-impl<F> LabelSanitizer for F
-where
-    F: Fn(&mut BTreeMap<String, String>) -> Result<(), ConnectorError>,
-{
-    fn sanitize(&self, labels: &mut BTreeMap<String, String>) -> Result<(), ConnectorError> {
-        self(labels)
-    }
-}
-
-/// The sanitizer that keeps labels as returned (Clinic, Wetech).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeepLabels;
-
-impl LabelSanitizer for KeepLabels {
-    fn sanitize(&self, _labels: &mut BTreeMap<String, String>) -> Result<(), ConnectorError> {
-        Ok(())
-    }
-}
 
 /// What compact evidence carries besides the data: how many series to keep, the unit,
 /// the locked expression and the window.
@@ -267,6 +237,7 @@ fn owned(labels: Labels<'_>) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prometheus::KeepLabels;
     use crate::prometheus::parse::{ResponseStatus, Series};
     use evidence_result::figure::Figure;
     use proptest::prelude::*;

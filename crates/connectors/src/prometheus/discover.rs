@@ -19,9 +19,10 @@ use evidence_result::discovery::{
 use evidence_result::{Discovery, evidence::EvidenceOutcome};
 
 use super::census::{CensusSummary, MAX_CENSUS_VALUES};
-use super::compact::LabelSanitizer;
 use super::fit::MAX_EVIDENCE_BYTES;
-use super::summary::{FoldSummary, Labels};
+use super::parse::Labels;
+use super::sanitize::LabelSanitizer;
+use super::summary::FoldSummary;
 use crate::ConnectorError;
 
 /// The most prefixes an answer lists; the others are summed in a last entry `other`.

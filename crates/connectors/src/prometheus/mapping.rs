@@ -15,12 +15,13 @@ use reqwest::header::CONTENT_TYPE;
 use super::answer::Answer;
 use super::body::{BodyFold, Feed, FoldedBody};
 use super::bound::{CUT_MARK, cut_prefix};
-use super::compact::{Compaction, LabelSanitizer};
+use super::compact::Compaction;
 use super::discover;
 use super::fetch::{RawResponse, ResponseLimits, read_capped};
 use super::fit::fit;
 use super::parse::{ResponseStatus, SeriesDigest, parse_with};
 use super::redact::Redactor;
+use super::sanitize::LabelSanitizer;
 use super::stream::{MAX_HELD_BYTES, StreamCompactor, Streamed};
 use crate::ConnectorError;
 use crate::codes::{Code, OriginCode, http_class};
@@ -627,7 +628,7 @@ fn rejection_hint(text: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prometheus::compact::KeepLabels;
+    use crate::prometheus::KeepLabels;
     use proptest::prelude::*;
     use secrecy::SecretString;
 

@@ -15,6 +15,7 @@ mod metadata;
 mod parse;
 mod redact;
 mod request;
+mod sanitize;
 mod stream;
 mod summary;
 
@@ -22,7 +23,7 @@ pub use answer::Answer;
 pub(crate) use body::{BodyFold, Feed};
 pub use bound::{CUT_MARK, MAX_LABEL_CHARS};
 pub use census::{MAX_CENSUS_LABELS, MAX_CENSUS_PREFIXES, MAX_CENSUS_VALUES};
-pub use compact::{Compaction, DEFAULT_TOP_K, KeepLabels, LabelSanitizer};
+pub use compact::{Compaction, DEFAULT_TOP_K};
 pub use discover::MAX_LISTED_PREFIXES;
 pub use fetch::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EVALUATION_TIMEOUT_MARGIN, RawResponse,
@@ -35,5 +36,6 @@ pub(crate) use metadata::{complete_metadata, fetch_http as fetch_metadata, metad
 pub use parse::{QueryRangeResponse, ResponseStatus, Series};
 pub use redact::{REDACTED, Redactor};
 pub use request::{FORM_CONTENT_TYPE, QueryRange};
+pub use sanitize::{KeepLabels, LabelSanitizer};
 pub use stream::MAX_HELD_BYTES;
 pub use summary::MAX_TRACKED_SERIES;

@@ -11,6 +11,9 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use super::bound::{BoundedStr, deserialize_str_with};
 use crate::ConnectorError;
 
+/// Label pairs as parsed, borrowing from the body where possible.
+pub(crate) type Labels<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+
 /// The envelope's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseStatus {
@@ -213,7 +216,7 @@ impl<'de: 'a, 'a, S: FromSeries<'a>> Deserialize<'de> for RawSeries<'a, S> {
                 let mut points = Vec::new();
                 while let Some(key) = map.next_key::<CowStr<'de>>()? {
                     match &*key.0 {
-                        "metric" => labels = map.next_value::<Labels<'a>>()?.0,
+                        "metric" => labels = map.next_value::<LabelMap<'a>>()?.0,
                         "values" => points = map.next_value::<Points>()?.0,
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -249,7 +252,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for StreamedSeries<'a> {
                 let mut fold = SeriesFold::default();
                 while let Some(key) = map.next_key::<CowStr<'de>>()? {
                     match &*key.0 {
-                        "metric" => labels = map.next_value::<Labels<'a>>()?.0,
+                        "metric" => labels = map.next_value::<LabelMap<'a>>()?.0,
                         "values" => fold = map.next_value::<FoldedPoints>()?.0,
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -317,9 +320,9 @@ fn whole(text: Cow<'_, str>) -> Cow<'_, str> {
 /// A label map kept as a list of pairs in input order (no sorting, no hashing), each
 /// name and value bounded as it is read (`bound.rs`).
 #[derive(Default)]
-struct Labels<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
+struct LabelMap<'a>(Labels<'a>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for LabelMap<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
@@ -335,7 +338,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
                 Ok(out)
             }
         }
-        deserializer.deserialize_map(V).map(Labels)
+        deserializer.deserialize_map(V).map(LabelMap)
     }
 }
 

@@ -389,9 +389,9 @@ fn key_name(raw: &[u8]) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prometheus::compact::{Compaction, KeepLabels};
     use crate::prometheus::mapping::{RETAINED_BODY_BYTES, ResponseMapper};
     use crate::prometheus::parse::QueryRangeResponse;
+    use crate::prometheus::{Compaction, KeepLabels};
     use crate::prometheus::{REDACTED, RawResponse, Redactor};
     use evidence_result::{Evidence, Failure, Provider};
     use proptest::prelude::*;

@@ -5,13 +5,12 @@
 //! can push series as it reads them; memory is bounded by [`MAX_TRACKED_SERIES`] peaks
 //! (8 bytes each) and about 2k retained digests, never by the points.
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use evidence_result::{series::NonFiniteCounts, series::PeakSpread};
 
 use super::census::{Census, CensusKind, CensusSummary};
-use super::parse::SeriesDigest;
+use super::parse::{Labels, SeriesDigest};
 
 /// How many series' peaks one answer's peak spread is computed over (8 MB of peaks).
 ///
@@ -22,9 +21,6 @@ use super::parse::SeriesDigest;
 /// holds fewer series than this (each takes at least 26 bytes), so for those the spread
 /// always covers every series.
 pub const MAX_TRACKED_SERIES: usize = 1_000_000;
-
-/// Label pairs as parsed, borrowing from the body where possible.
-pub(crate) type Labels<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
 
 /// The fold over every series of one answer.
 #[derive(Debug)]
@@ -171,6 +167,8 @@ fn by_peak(a: &(usize, SeriesDigest<'_>), b: &(usize, SeriesDigest<'_>)) -> Orde
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
 
     fn digest(instance: &'static str, values: &[f64]) -> SeriesDigest<'static> {
