@@ -18,16 +18,17 @@ use evidence_result::{Failure, Operation, PackageId, Provider, QueryId, RequestD
 use jiff::Timestamp;
 use promql_parser::label::{METRIC_NAME, MatchOp, Matcher};
 use promql_parser::parser::{Expr, VectorSelector};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::addresses::check_address_labels;
 use super::anchored::{parse_scoped, scope_anchor};
+use super::arguments::{arguments_object, read_query_id, whole};
+use super::ask::{DiscoveryAsk, DiscoveryForm};
 use super::code::Code;
 use super::context::Ctx;
 use super::fixed::extras_failure;
 use super::query::check_query_id_allowed;
-use super::request::{arguments_object, read_query_id, whole};
 use super::types::{LockRejection, LockedQuery, ScopeBinding};
 use crate::TrustedPolicy;
 use crate::args::{MAX_EXPR_BYTES, json_kind};
@@ -38,48 +39,6 @@ pub const DISCOVERY_KEYS: [&str; 5] = ["queryId", "discover", "selector", "patte
 
 /// The longest metric name pattern, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 256;
-
-/// What a discovery request asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "discover")]
-pub enum DiscoveryForm {
-    /// The metric names of the selector's series (`/api/v1/label/__name__/values`).
-    MetricNames,
-    /// The label names of the selector's series (`/api/v1/labels`).
-    LabelNames,
-    /// The values of one label among the selector's series
-    /// (`/api/v1/label/<label>/values`).
-    LabelValues {
-        /// The label.
-        label: String,
-    },
-    /// The selector's series, as label sets (`/api/v1/series`).
-    Series,
-    /// The metric names as [`DiscoveryForm::MetricNames`], and the provider's metadata
-    /// (`/api/v1/metadata`, global to the provider) of each name listed.
-    MetricMetadata,
-}
-
-impl DiscoveryForm {
-    /// The snake_case name the model writes in `discover`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            DiscoveryForm::MetricNames => "metric_names",
-            DiscoveryForm::LabelNames => "label_names",
-            DiscoveryForm::LabelValues { .. } => "label_values",
-            DiscoveryForm::Series => "series",
-            DiscoveryForm::MetricMetadata => "metric_metadata",
-        }
-    }
-
-    /// True for the forms that list metric names (and take a name pattern).
-    pub fn lists_names(&self) -> bool {
-        matches!(
-            self,
-            DiscoveryForm::MetricNames | DiscoveryForm::MetricMetadata
-        )
-    }
-}
 
 /// A discovery request locked to the policy: the one scoped `match[]` selector, the
 /// window, and the items the answer may list.
@@ -102,26 +61,6 @@ pub struct LockedDiscovery {
     pub scope: Vec<(String, String)>,
     /// The digest of the locked request.
     pub request_digest: RequestDigest,
-}
-
-/// What a locked query that answers a discovery asked: the connectors run its query and
-/// answer in the discovery's own shape (`evidence_result::Discovery`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiscoveryAsk {
-    /// What is asked for.
-    #[serde(flatten)]
-    pub form: DiscoveryForm,
-    /// The scoped selector, as in [`LockedDiscovery::selector`].
-    pub selector: String,
-    /// The window's start.
-    pub start: Timestamp,
-    /// The window's end.
-    pub end: Timestamp,
-    /// Most items the answer lists.
-    pub max_items: u32,
-    /// The scope labels and their policy values: every series counted must carry them
-    /// (a provider that answers for another scope is caught by this).
-    pub scope: Vec<(String, String)>,
 }
 
 impl LockedDiscovery {

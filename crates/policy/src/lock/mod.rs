@@ -6,12 +6,16 @@
 //! canonical request a request digest is computed over; `context` what one request is
 //! locked within; `scope` the scope labels that apply to the policy's cluster tier;
 //! `query` the pipeline that locks one query; `request` the entry point that reads the
-//! arguments and the Clinic batch; `addresses` the Manus step that refuses expressions
-//! testing or moving an instance address; `discovery` the lock of one discovery request,
-//! and `anchored` the parse of its selector within the scope.
+//! Clinic batch; `arguments` the reading of the arguments object and its query ids, which
+//! both entry points share; `addresses` the Manus step that refuses expressions testing
+//! or moving an instance address; `discovery` the lock of one discovery request, `ask`
+//! what a discovery asks (carried on the query that answers it), and `anchored` the parse
+//! of its selector within the scope.
 
 mod addresses;
 mod anchored;
+mod arguments;
+mod ask;
 mod code;
 mod context;
 mod digest;
@@ -22,10 +26,9 @@ mod request;
 mod scope;
 mod types;
 
+pub use ask::{DiscoveryAsk, DiscoveryForm};
 pub(crate) use code::Code;
-pub use discovery::{
-    DISCOVERY_KEYS, DiscoveryAsk, DiscoveryForm, LockedDiscovery, MAX_PATTERN_BYTES, lock_discovery,
-};
+pub use discovery::{DISCOVERY_KEYS, LockedDiscovery, MAX_PATTERN_BYTES, lock_discovery};
 pub use request::lock;
 pub use types::{LockRejection, LockedItem, LockedQuery, LockedRequest, ScopeBinding, ScopeValue};
 

@@ -1,67 +1,18 @@
-//! Locking a request: reading the arguments object, the Clinic batch and the query ids,
-//! and locking each query against the policy.
+//! Locking a request: reading the Clinic batch and the query ids, and locking each query
+//! (or discovery) against the policy.
 
-use evidence_result::{PolicySource, Provider, QueryId};
+use evidence_result::{PolicySource, Provider};
 use serde_json::{Map, Value};
 
+use super::arguments::{arguments_object, read_query_id, whole};
 use super::code::Code;
 use super::context::Ctx;
 use super::discovery::{DISCOVERY_KEYS, asks_discovery, lock_discovery_in};
-use super::fixed::{CLINIC_QUERY, MANUS, WETECH, extras_failure, quoted_list};
+use super::fixed::{CLINIC_QUERY, MANUS, WETECH, extras_failure};
 use super::query::lock_query;
 use super::types::{LockRejection, LockedItem, LockedRequest, ScopeBinding};
 use crate::args::json_kind;
 use crate::{ResolvedScope, TrustedPolicy};
-
-/// Reads a `queryId` value: `Ok` with the id, or the rejection code and message.
-pub(super) fn read_query_id(
-    value: Option<&Value>,
-    wetech: &[QueryId],
-) -> Result<QueryId, (Code, String, String)> {
-    let hint = if wetech.is_empty() {
-        "Add `queryId`: 1-64 letters, digits, '_', '-', '.', ':' naming this objective.".to_owned()
-    } else {
-        format!(
-            "Add `queryId`: one of the query ids the platform authorized ({}).",
-            quoted_list(wetech.iter().map(QueryId::as_str))
-        )
-    };
-    match value {
-        None | Some(Value::Null) => Err((
-            Code::MissingQueryId,
-            "`queryId` is required".to_owned(),
-            hint,
-        )),
-        Some(Value::String(s)) => {
-            QueryId::new(s.as_str()).map_err(|e| (Code::InvalidQueryId, e.to_string(), hint))
-        }
-        Some(v) => Err((
-            Code::InvalidQueryId,
-            format!("`queryId` must be a string, not {}", json_kind(v)),
-            hint,
-        )),
-    }
-}
-
-/// A rejection of the whole request (no query id, no digest).
-pub(super) fn whole(code: Code, detail: String, hint: &str) -> LockRejection {
-    LockRejection {
-        query_id: None,
-        request_digest: None,
-        failure: Box::new(code.failure(detail, hint)),
-    }
-}
-
-/// The model's arguments as the JSON object they must be.
-pub(super) fn arguments_object(args: &Value) -> Result<&Map<String, Value>, LockRejection> {
-    args.as_object().ok_or_else(|| {
-        whole(
-            Code::InvalidArguments,
-            format!("arguments must be a JSON object, not {}", json_kind(args)),
-            "Send the arguments as one JSON object matching the tool schema.",
-        )
-    })
-}
 
 /// Locks model arguments against a trusted policy, entirely locally, before any network
 /// or browser work.
@@ -230,7 +181,7 @@ fn lock_clinic(ctx: &Ctx<'_>, obj: &Map<String, Value>) -> Result<Vec<LockedItem
 
 #[cfg(test)]
 mod tests {
-    use evidence_result::{Failure, FailureClass, Origin};
+    use evidence_result::{Failure, FailureClass, Origin, QueryId};
     use serde_json::json;
 
     use super::*;
