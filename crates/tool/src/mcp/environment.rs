@@ -15,10 +15,6 @@ use crate::context::{CONTEXT_VARS, ReadBy};
 use crate::mcp::listen::McpTransport;
 use crate::tool_kind::Tool;
 
-/// The flag that starts a tool binary as its package's MCP server over stdio (the
-/// server re-executes itself with it).
-pub const MCP_FLAG: &str = "--mcp";
-
 /// Variables of the process itself a server keeps besides its package's own: search
 /// path, home, temporary folder, locale, time zone and the TLS trust store location.
 pub const PROCESS_BASICS: [&str; 8] = [

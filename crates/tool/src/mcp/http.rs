@@ -41,9 +41,9 @@ use crate::mcp::bounded_sessions::{BoundedSessions, with_peer};
 use crate::mcp::connection::{CallSeen, Route, Routed, Seen, read_body};
 use crate::mcp::host_check::check_host_and_origin;
 use crate::mcp::limits::MAX_INITIALIZE_BYTES;
-use crate::mcp::listen::{MAX_REQUEST_BODY_BYTES, MCP_HTTP_PATH};
+use crate::mcp::listen::{ENVELOPES_PATH, MAX_REQUEST_BODY_BYTES, MCP_HTTP_PATH};
 use crate::mcp::operator::{Deliver, Record, deliver_envelope};
-use crate::mcp::session::{ENVELOPES_PATH, SESSION_HEADER};
+use crate::mcp::session::SESSION_HEADER;
 
 /// The header naming a request's protocol session.
 const PROTOCOL_SESSION_HEADER: &str = "mcp-session-id";

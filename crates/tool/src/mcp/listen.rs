@@ -15,10 +15,12 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::log::{LOG_FORMAT_FLAG, LogFormat};
-use crate::mcp::environment::MCP_FLAG;
 use crate::mcp::limits::ServerLimits;
 use crate::mcp::tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsFiles};
 
+/// The flag that starts a tool binary as its package's MCP server over stdio (the
+/// server re-executes itself with it).
+pub const MCP_FLAG: &str = "--mcp";
 /// The flag that starts a tool binary as its package's MCP server over Streamable HTTP,
 /// followed by the listen address (`127.0.0.1:PORT`; port `0` takes a free port, and
 /// the server names the one it bound on stderr).
@@ -40,6 +42,10 @@ pub const OPERATOR_FLAG: &str = "--operator";
 pub const ENVELOPES_ON_MCP_PORT_FLAG: &str = "--envelopes-on-mcp-port";
 /// The path of the MCP endpoint; every other path answers `404 Not Found`.
 pub const MCP_HTTP_PATH: &str = "/mcp";
+/// The path the runtime delivers a session's envelopes to (`POST`, the envelope as the
+/// body, at most [`MAX_ENVELOPE_BYTES`](evidence_policy::envelope::MAX_ENVELOPE_BYTES)),
+/// on the operator listener.
+pub const ENVELOPES_PATH: &str = "/envelopes";
 /// The largest request body accepted: 256 KiB (a tool call's arguments are a few
 /// PromQL expressions; `initialize` is smaller still).
 pub const MAX_REQUEST_BODY_BYTES: usize = 256 * 1024;

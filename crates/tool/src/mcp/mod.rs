@@ -33,20 +33,20 @@ mod server;
 mod session;
 mod tls;
 
-pub use environment::{MCP_FLAG, PROCESS_BASICS, server_variables};
+pub use environment::{PROCESS_BASICS, server_variables};
 pub use limits::{
     MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_INITIALIZE_BYTES, MAX_SESSIONS_FLAG,
     MAX_SESSIONS_PER_PEER_FLAG, MAX_STREAMS_FLAG, MAX_STREAMS_PER_SESSION_FLAG,
     RESERVED_DESCRIPTORS, RETRY_AFTER_SECS, SESSION_IDLE_FLAG, ServerLimits,
 };
 pub use listen::{
-    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, HEAD_READ_TIMEOUT, HttpListen,
-    HttpListenError, MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES, MCP_HTTP_FLAG, MCP_HTTP_PATH,
-    McpTransport, OPERATOR_FLAG,
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, ENVELOPES_PATH,
+    HEAD_READ_TIMEOUT, HttpListen, HttpListenError, MAX_HEAD_BYTES, MAX_REQUEST_BODY_BYTES,
+    MCP_FLAG, MCP_HTTP_FLAG, MCP_HTTP_PATH, McpTransport, OPERATOR_FLAG,
 };
 pub use listing::{SUPPORTED_PROTOCOL_VERSIONS, details_output_schema, tool_listing};
 pub use operator::{HEALTHZ_PATH, METRICS_PATH, READYZ_PATH};
 pub use request_audit::{HTTP_REQUEST_RECORD, RequestRecord};
 pub use server::serve_mcp;
-pub use session::{ENVELOPES_PATH, SESSION_HEADER};
+pub use session::SESSION_HEADER;
 pub use tls::{TLS_CERT_FLAG, TLS_KEY_FLAG, TlsError, TlsFiles};

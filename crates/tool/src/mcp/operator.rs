@@ -23,7 +23,8 @@ use evidence_policy::envelope::MAX_ENVELOPE_BYTES;
 
 use crate::mcp::connection::{Answer, Route, Routed, Seen, read_body};
 use crate::mcp::host_check::check_host_and_origin;
-use crate::mcp::session::{DeliveryAnswer, ENVELOPES_PATH};
+use crate::mcp::listen::ENVELOPES_PATH;
+use crate::mcp::session::DeliveryAnswer;
 
 /// The delivery of one envelope (its body) to the session store.
 pub(crate) type Deliver = dyn Fn(&[u8]) -> DeliveryAnswer + Send + Sync;

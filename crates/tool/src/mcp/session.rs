@@ -10,7 +10,7 @@
 //!   failed result with nothing sent and its audit record. `initialize` and
 //!   `tools/list` need no session: the listing is the manifest's.
 //! - The runtime delivers each envelope it signs for a session to the server, never
-//!   through the agent: `POST` [`ENVELOPES_PATH`] with the envelope's JSON as the body.
+//!   through the agent: `POST` [`ENVELOPES_PATH`](super::ENVELOPES_PATH) with the envelope's JSON as the body.
 //!   The server verifies it as it verifies a call's (signature, this package's digest,
 //!   package, provider, times), requires it to name a session, and stores it when it was
 //!   issued after the session's current one ([`crate::session_store`]). The answer is
@@ -36,9 +36,6 @@ use evidence_package::Package;
 
 /// The header that carries a session's token on every request of the agent side.
 pub const SESSION_HEADER: &str = "X-Evidence-Session";
-/// The path the runtime delivers a session's envelopes to (`POST`, the envelope as the
-/// body, at most [`MAX_ENVELOPE_BYTES`]).
-pub const ENVELOPES_PATH: &str = "/envelopes";
 
 /// The refusal code of a delivery whose shared store could not be used.
 pub(crate) const STORE_UNAVAILABLE: &str = "session_store_unavailable";

@@ -11,7 +11,7 @@ use evidence_policy::{SignedPolicy, TrustedPolicy};
 use evidence_result::{Digest, PackageId};
 use rustix::fs::{FlockOperation, flock};
 
-use super::{Delivered, Judged, SessionStoreError, Stored, hex_of, judge};
+use super::judge::{Delivered, Judged, SessionStoreError, Stored, hex_of, judge};
 
 /// The folder of the turn ledger directory that holds the sessions.
 pub(crate) const SESSIONS_DIR: &str = "sessions";

@@ -11,12 +11,13 @@
 //! store gives nothing to a reader.
 //!
 //! The order of a session's envelopes is their policies' `issued_at`, one rule for both
-//! stores ([`judge`]): a delivery is stored only when it was issued strictly later than
+//! stores (`judge.rs`): a delivery is stored only when it was issued strictly later than
 //! the one held (re-delivering the envelope held is accepted and changes nothing). Two
 //! envelopes issued at the same instant are refused as ambiguous: the runtime issues
 //! one per pass.
 
 pub(crate) mod file;
+mod judge;
 pub(crate) mod redis;
 
 use std::time::Duration;
@@ -24,110 +25,12 @@ use std::time::Duration;
 use evidence_policy::{SignedPolicy, TrustedPolicy};
 use evidence_result::{Digest, PackageId};
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::shared_state::{SharedState, SharedStateError};
 pub(crate) use file::FileSessions;
+pub(crate) use judge::{Delivered, SessionStoreError};
 pub(crate) use redis::RedisSessions;
-
-/// Why a delivery or a lookup could not use the store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub(crate) enum SessionStoreError {
-    /// A file of the store could not be created, locked, read or written.
-    #[error("the session store {at} cannot be {action}: {source}")]
-    Io {
-        /// What was tried.
-        action: &'static str,
-        /// The file or folder.
-        at: String,
-        /// Why it failed.
-        source: std::io::Error,
-    },
-    /// What the store holds for a session is not a stored session.
-    #[error("the session store's {at} is not a stored session: {why}")]
-    Corrupt {
-        /// The file or key.
-        at: String,
-        /// Why it does not read.
-        why: String,
-    },
-    /// The shared Redis could not be used.
-    #[error(transparent)]
-    Shared(#[from] SharedStateError),
-}
-
-/// What a delivery did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub(crate) enum Delivered {
-    /// The envelope is now the session's current one (`replaced`: the `policy_id` it
-    /// replaced, if any).
-    Stored {
-        /// The policy id of the envelope it replaced.
-        replaced: Option<String>,
-    },
-    /// The envelope was already the current one.
-    Unchanged,
-    /// The session holds an envelope issued at the same time or later: nothing changed.
-    NotNewer {
-        /// The current envelope's policy id.
-        current: String,
-        /// When it was issued.
-        current_issued_at: Timestamp,
-    },
-}
-
-/// One stored session: its current envelope and the times of its policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Stored {
-    pub(crate) policy_id: String,
-    pub(crate) issued_at: Timestamp,
-    pub(crate) expires_at: Timestamp,
-    pub(crate) envelope: String,
-}
-
-/// What a delivery does to the session's stored envelope.
-#[derive(Debug)]
-pub(crate) enum Judged {
-    /// Nothing changes.
-    Keep(Delivered),
-    /// The delivery replaces what is held.
-    Store(Delivered, Stored),
-}
-
-/// The one rule of both stores: `envelope` (of `policy`) replaces `held` only when it was
-/// issued strictly later.
-pub(crate) fn judge(
-    held: Option<&Stored>,
-    envelope: &SignedPolicy,
-    policy: &TrustedPolicy,
-    at: &str,
-) -> Result<Judged, SessionStoreError> {
-    let text = envelope.to_json().map_err(|e| SessionStoreError::Corrupt {
-        at: at.to_owned(),
-        why: e.to_string(),
-    })?;
-    let replaced = match held {
-        Some(held) if held.envelope == text => return Ok(Judged::Keep(Delivered::Unchanged)),
-        Some(held) if held.issued_at >= policy.issued_at => {
-            return Ok(Judged::Keep(Delivered::NotNewer {
-                current: held.policy_id.clone(),
-                current_issued_at: held.issued_at,
-            }));
-        }
-        held => held.map(|held| held.policy_id.clone()),
-    };
-    let stored = Stored {
-        policy_id: policy.policy_id.to_string(),
-        issued_at: policy.issued_at,
-        expires_at: policy.expires_at,
-        envelope: text,
-    };
-    Ok(Judged::Store(Delivered::Stored { replaced }, stored))
-}
 
 /// The session store of one package: in a directory, or in a Redis.
 #[derive(Debug, Clone)]
@@ -219,9 +122,4 @@ impl SessionStore {
             })
         })
     }
-}
-
-/// The hex digits of a session digest: its name in either store.
-pub(crate) fn hex_of(digest: &Digest) -> String {
-    hex::encode(digest.as_bytes())
 }

@@ -16,7 +16,7 @@ use evidence_policy::{SignedPolicy, TrustedPolicy};
 use evidence_result::{Digest, PackageId};
 use redis::Script;
 
-use super::{Delivered, Judged, SessionStoreError, Stored, hex_of, judge};
+use super::judge::{Delivered, Judged, SessionStoreError, Stored, hex_of, judge};
 use crate::ledger::redis::KEPT_AFTER_EXPIRY;
 use crate::shared_state::{SharedState, SharedStateError};
 
