@@ -8,3 +8,8 @@ pub use evidence_policy as policy;
 pub use evidence_result as result;
 pub use evidence_tool as tool;
 pub use opencode_workspace as workspace;
+
+/// The README's Rust blocks ("Use it from your crate"), compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
