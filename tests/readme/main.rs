@@ -3,8 +3,11 @@
 //! says a reader sees is checked, each command's usage block is the program's own
 //! `--help`, JSON examples follow their committed schemas, the files a block shows are
 //! what its session wrote, links between the files and to their headings resolve, and no
-//! file names a superseded format outside a section about superseded formats. A renamed
-//! flag, a changed default or a drifted example fails here with its `FILE:LINE`.
+//! file names a superseded format outside a section about superseded formats, every
+//! `crate::path::item` a file names is in the committed public API (`api/*.txt`), and
+//! every flag a file shows for a documented program is in that program's `--help`. A
+//! renamed flag or item, a changed default or a drifted example fails here with its
+//! `FILE:LINE`.
 //!
 //! Blocks are grouped into sessions by their fence (`sh session=first-hour`); see
 //! `blocks.rs` for the fence attributes and `session.rs` for what a session's run adapts.
@@ -13,11 +16,14 @@
 //! their install command when missing; nothing is skipped.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod api_paths;
 mod blocks;
 mod drift;
 mod files;
+mod flags;
 mod init_workspace;
 mod links;
+mod lists;
 mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -222,12 +228,11 @@ fn json_examples_follow_their_schemas() {
     );
 }
 
-#[test]
-fn usage_blocks_are_the_programs_own_help() {
-    let all = all_blocks();
+/// Each program of [`PROGRAMS`] with its `--help`, built as the documented commands
+/// build it (`cargo build -p evidence-tool`, `cargo run --example ...`: nothing is built
+/// twice).
+fn program_helps() -> BTreeMap<String, String> {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    // The builds the documented commands make (`cargo build -p evidence-tool`,
-    // `cargo run --example ...`): nothing is built twice.
     let mut programs = session::built(&["-p", "evidence-tool", "--bins"]);
     programs.extend(session::built(&[
         "--example",
@@ -235,26 +240,62 @@ fn usage_blocks_are_the_programs_own_help() {
         "--example",
         "local_fronts",
     ]));
+    PROGRAMS
+        .iter()
+        .map(|name| {
+            let program = programs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| p)
+                .unwrap_or_else(|| panic!("no program {name} is built"));
+            let output = Command::new(program).arg("--help").output().unwrap();
+            assert!(
+                output.status.success(),
+                "{name} --help exits {:?}",
+                output.status
+            );
+            (
+                (*name).to_owned(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn usage_blocks_are_the_programs_own_help() {
+    let all = all_blocks();
+    let helps = program_helps();
     for block in all.iter().filter(|b| b.attr("usage").is_some()) {
         let name = block.attr("usage").unwrap_or_default();
-        let program = programs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, p)| p)
+        let help = helps
+            .get(name)
             .unwrap_or_else(|| panic!("{}: no program {name} is built", block.at()));
-        let output = Command::new(program).arg("--help").output().unwrap();
-        assert!(
-            output.status.success(),
-            "{name} --help exits {:?}",
-            output.status
-        );
         assert_eq!(
-            String::from_utf8_lossy(&output.stdout).trim_end(),
+            help.trim_end(),
             block.text.trim_end(),
             "{}: the usage of {name} differs from its --help",
             block.at()
         );
     }
+}
+
+/// Every flag a Markdown file shows for a documented program is one its `--help` names.
+#[test]
+fn flags_shown_for_a_program_are_in_its_help() {
+    let helps = program_helps();
+    let shown = flags::shown_flags(&files::markdown_files(), &PROGRAMS);
+    assert!(shown.len() >= 40, "the commands of the documents are read");
+    let unknown: Vec<String> = shown
+        .iter()
+        .filter(|s| !flags::help_has(&helps[&s.program], &s.flag))
+        .map(|s| format!("{}: {} has no flag {}", s.at, s.program, s.flag))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "flags that no --help names:\n{}",
+        unknown.join("\n")
+    );
 }
 
 /// The quick start of the README: the offline replay.
@@ -419,5 +460,95 @@ fn no_superseded_format_outside_its_section() {
         stale.is_empty(),
         "compact evidence formats other than {current} outside a superseded-formats section:\n{}",
         stale.join("\n")
+    );
+}
+
+/// Every `crate::path::item` a Markdown file names is in the committed public API of its
+/// crate (`api/*.txt`).
+#[test]
+fn named_rust_paths_are_in_the_public_api() {
+    let snapshots = api_paths::Snapshots::read(Path::new(ROOT));
+    let files = files::markdown_files();
+    let named: usize = files
+        .iter()
+        .map(|f| api_paths::named_paths(&f.text).len())
+        .sum();
+    assert!(named >= 40, "the documents name the crates' items");
+    let unresolved = api_paths::unresolved_paths(&files, &snapshots);
+    assert!(
+        unresolved.is_empty(),
+        "paths the public API snapshots do not have:\n{}",
+        unresolved.join("\n")
+    );
+}
+
+/// The README's `[dependencies]` block names every crate its Rust blocks use (the
+/// doctest compiles them with the root package's dependencies; an adopter compiles them
+/// with that block), and each crate of this workspace it names is one of its library
+/// crates.
+#[test]
+fn the_readme_dependencies_cover_its_rust_blocks() {
+    let readme = files::markdown_file("README.md");
+    let fenced = blocks(&readme.path, &readme.text).unwrap_or_else(|e| panic!("{e}"));
+    let toml: Vec<&Block> = fenced.iter().filter(|b| b.lang == "toml").collect();
+    assert_eq!(toml.len(), 1, "the README shows one [dependencies] block");
+    let declared = lists::dependency_names(&toml[0].text);
+    let used: BTreeSet<String> = fenced
+        .iter()
+        .filter(|b| b.lang.starts_with("rust"))
+        .flat_map(|b| lists::crates_used(&b.text))
+        .collect();
+    assert!(!used.is_empty(), "the README shows the call in Rust");
+    let missing: Vec<&String> = used.difference(&declared).collect();
+    assert!(
+        missing.is_empty(),
+        "{}: the README's Rust uses crates its [dependencies] block does not name: {missing:?}",
+        toml[0].at()
+    );
+    let libraries: BTreeSet<String> = std::fs::read_dir(Path::new(ROOT).join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("src/lib.rs").is_file())
+        .map(|p| {
+            let manifest = std::fs::read_to_string(p.join("Cargo.toml")).unwrap();
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = "))
+                .unwrap_or_default();
+            name.trim_matches('"').replace('-', "_")
+        })
+        .collect();
+    for name in declared
+        .iter()
+        .filter(|n| n.starts_with("evidence_") || n.starts_with("opencode_"))
+    {
+        assert!(
+            libraries.contains(name),
+            "{}: {name} is not a library crate of this workspace",
+            toml[0].at()
+        );
+    }
+}
+
+/// CONTRIBUTING.md's test command section names every package `scripts/test.sh` installs
+/// with apt-get: the install list has that one home, kept equal to the script.
+#[test]
+fn the_install_list_is_what_the_test_command_installs() {
+    let script = std::fs::read_to_string(Path::new(ROOT).join("scripts/test.sh")).unwrap();
+    let installed = lists::installed_by_script(&script);
+    assert!(installed.contains("redis-server"), "the script is read");
+    let contributing = files::markdown_file("CONTRIBUTING.md").text;
+    let start = contributing
+        .find("## The test command")
+        .expect("CONTRIBUTING.md has a test command section");
+    let section = &contributing[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let unnamed: Vec<&String> = installed
+        .iter()
+        .filter(|p| !section.contains(&format!("`{p}`")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "CONTRIBUTING.md#the-test-command does not name what scripts/test.sh installs: {unnamed:?}"
     );
 }
