@@ -106,8 +106,8 @@ impl HttpListen {
     /// Reads the arguments that follow [`MCP_HTTP_FLAG`]: the address, then
     /// [`OPERATOR_FLAG`] (or [`ENVELOPES_ON_MCP_PORT_FLAG`]), any [`TLS_CERT_FLAG`],
     /// [`TLS_KEY_FLAG`] (both or neither), [`ALLOW_HOST_FLAG`] and [`ALLOW_ORIGIN_FLAG`]
-    /// pairs and the bound flags of [`super::limits`]. Refuses an address that is not
-    /// loopback without TLS ([`HttpListenError::NotLoopback`],
+    /// pairs and the bound flags of [`ServerLimits`](super::ServerLimits). Refuses an
+    /// address that is not loopback without TLS ([`HttpListenError::NotLoopback`],
     /// [`HttpListenError::OperatorNotLoopback`]).
     pub fn from_args(args: &[OsString]) -> Result<Self, HttpListenError> {
         let text = |arg: &OsString| {
