@@ -18,8 +18,9 @@ use evidence_materialize::Call;
 use rustix::fs::{FlockOperation, flock};
 
 use super::entry::Entry;
+use super::error::LedgerError;
+use super::judge::{Ruled, TurnSpec, Verdict, judge};
 use super::refusals::RefusalCounts;
-use super::{Admitted, Hold, LedgerError, RunningCall, TurnSpec, Verdict, judge};
 
 /// The directory of a file ledger.
 #[derive(Debug, Clone)]
@@ -80,7 +81,11 @@ impl FileLedger {
     }
 
     /// Judges `call` under the turn file's lock and appends what it found.
-    pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
+    pub(crate) fn admit(
+        &self,
+        spec: &TurnSpec,
+        call: &Call,
+    ) -> Result<Ruled<Running>, LedgerError> {
         self.check()?;
         let turn_file = self.turn_file(spec);
         let mut file = locked(&turn_file)?;
@@ -93,16 +98,16 @@ impl FileLedger {
             Verdict::Run(number) => {
                 let running_file = Self::running_file(&turn_file, number);
                 let held = hold(&running_file)?;
-                Admitted::Run(RunningCall {
+                Ruled::Run {
                     call: number,
-                    hold: Hold::File(Running {
+                    running: Running {
                         turn_file: turn_file.clone(),
                         running_file,
                         _running: held,
-                    }),
-                })
+                    },
+                }
             }
-            Verdict::Refused(refusal) => Admitted::Refused(refusal),
+            Verdict::Refused(refusal) => Ruled::Refused(refusal),
         };
         for entry in &judged.appended {
             append(&mut file, &turn_file, entry)?;

@@ -29,116 +29,26 @@
 //! held while a call runs, so the servers' calls run at once.
 
 pub(crate) mod entry;
+mod error;
 pub(crate) mod file;
+mod judge;
 pub(crate) mod rebuild;
 pub(crate) mod redis;
 pub(crate) mod refusals;
 
+#[cfg(test)]
 use std::path::PathBuf;
-use std::time::Duration;
 
-use evidence_materialize::{Admission, Call, MaterializeError, Refusal, TurnLimits};
-use evidence_policy::PolicyId;
-use evidence_result::{ResultError, ToolResult};
-use jiff::Timestamp;
+use evidence_materialize::{Call, Refusal};
+use evidence_result::ToolResult;
 
-use crate::context::TURN_LEDGER_ENV;
-use crate::failure::{RuntimeFailure, RuntimeFailureKind};
-use crate::shared_state::SharedStateError;
-use entry::{Entry, answer_entry, logged_queries};
-use rebuild::rebuild;
+use entry::{Entry, answer_entry};
+use judge::Ruled;
 
+pub(crate) use error::LedgerError;
 pub(crate) use file::FileLedger;
+pub(crate) use judge::TurnSpec;
 pub(crate) use redis::RedisLedger;
-
-/// Why the ledger could not admit or log a call. Every one fails closed: the call is
-/// answered with a runtime-context failure and nothing is sent.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum LedgerError {
-    /// The directory is not there.
-    #[error("the turn ledger directory {0} does not exist")]
-    Missing(PathBuf),
-    /// A file of the ledger could not be opened, locked, read or written.
-    #[error("the turn ledger {path} cannot be {action}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// An entry of the ledger (a line of its file, an element of its Redis list) is not
-    /// an entry.
-    #[error("the turn ledger {at} entry {line} is not a ledger entry: {why}")]
-    Corrupt {
-        at: String,
-        line: usize,
-        why: String,
-    },
-    /// The shared Redis could not be used.
-    #[error(transparent)]
-    Shared(#[from] SharedStateError),
-    /// Other admissions of the turn kept changing it until the call's time was up.
-    #[error("the turn ledger's turn kept changing under {attempts} attempts to admit the call")]
-    Contended { attempts: u32 },
-    /// The logged calls do not rebuild a turn.
-    #[error("the turn ledger does not rebuild the turn: {0}")]
-    Turn(#[from] MaterializeError),
-    /// A rebuilt result does not hold the contract.
-    #[error("the turn ledger does not rebuild a result: {0}")]
-    Result(#[from] ResultError),
-}
-
-impl LedgerError {
-    /// The runtime-context failure that answers the call: a missing directory is
-    /// `runtime_context_missing`; a Redis that is unreachable, too slow, answering what
-    /// is not a ledger or not durable (and a turn too contended to admit within the
-    /// deadline) is `turn_ledger_unavailable`; anything else `runtime_context_invalid`.
-    pub(crate) fn to_failure(&self) -> RuntimeFailure {
-        let kind = match self {
-            LedgerError::Missing(_) => RuntimeFailureKind::ContextMissing,
-            LedgerError::Shared(SharedStateError::Address { .. }) => {
-                RuntimeFailureKind::ContextInvalid
-            }
-            LedgerError::Shared(_) | LedgerError::Contended { .. } => {
-                RuntimeFailureKind::TurnLedgerUnavailable
-            }
-            _ => RuntimeFailureKind::ContextInvalid,
-        };
-        RuntimeFailure::new(kind, format!("{self} ({TURN_LEDGER_ENV})"))
-    }
-}
-
-/// The turn a call is admitted in, and the times the stores need.
-#[derive(Debug, Clone)]
-pub(crate) struct TurnSpec {
-    /// The turn: the policy's `policy_id`.
-    pub(crate) policy_id: PolicyId,
-    /// The policy's turn limits.
-    pub(crate) limits: TurnLimits,
-    /// When the policy expires: the Redis keys of the turn go some time after.
-    pub(crate) expires_at: Timestamp,
-    /// How long the admission may take (what is left of the call's deadline).
-    pub(crate) wait: Duration,
-    /// How long the admitted call may run and log its answer (the rest of its
-    /// deadline and the margin): the Redis lease.
-    pub(crate) runs_for: Duration,
-    /// How long logging the answer may take.
-    pub(crate) log_within: Duration,
-}
-
-impl TurnSpec {
-    /// A turn with generous times (tests and callers without a deadline).
-    #[cfg(test)]
-    pub(crate) fn untimed(policy_id: PolicyId, limits: TurnLimits) -> Self {
-        TurnSpec {
-            policy_id,
-            limits,
-            expires_at: Timestamp::now() + jiff::SignedDuration::from_hours(1),
-            wait: Duration::from_secs(10),
-            runs_for: Duration::from_secs(30),
-            log_within: Duration::from_secs(10),
-        }
-    }
-}
 
 /// The turn ledger of a context: a directory, or a shared Redis (see the module
 /// documentation).
@@ -173,70 +83,6 @@ enum Hold {
     Redis(redis::Running),
 }
 
-/// What one admission writes, judged on the turn's entries.
-#[derive(Debug)]
-pub(crate) struct Judged {
-    /// The entries to append, in order: calls found abandoned now, then the admission
-    /// (a refusal is not appended: the store counts [`Verdict::Refused`]'s code).
-    pub(crate) appended: Vec<Entry>,
-    /// The calls found abandoned now.
-    pub(crate) abandoned: Vec<u32>,
-    /// The admitted call's number, or the refusal.
-    pub(crate) verdict: Verdict,
-}
-
-/// The verdict of an admission.
-#[derive(Debug)]
-pub(crate) enum Verdict {
-    /// Admitted as the turn's call number.
-    Run(u32),
-    /// Refused.
-    Refused(Box<Refusal>),
-}
-
-impl Verdict {
-    /// The code a refusal is counted under; `None` for an admission.
-    pub(crate) fn refusal_code(&self) -> Option<&'static str> {
-        match self {
-            Verdict::Run(_) => None,
-            Verdict::Refused(refusal) => Some(refusal.code.as_str()),
-        }
-    }
-}
-
-/// Judges `call` in the turn the `entries` rebuild (`abandoned` says which admitted
-/// calls without an answer lost their running mark): the one admission of both stores.
-pub(crate) fn judge(
-    limits: TurnLimits,
-    entries: &[Entry],
-    abandoned: impl Fn(u32) -> bool,
-    call: &Call,
-) -> Result<Judged, LedgerError> {
-    let (mut turn, calls) = rebuild(limits, entries, abandoned)?;
-    let mut appended: Vec<Entry> = calls
-        .abandoned
-        .iter()
-        .map(|call| Entry::Abandoned { call: *call })
-        .collect();
-    let verdict = match turn.admit(call)? {
-        Admission::Refuse(refusal) => Verdict::Refused(refusal),
-        Admission::Admit(_) => {
-            appended.push(Entry::Admitted {
-                call: calls.next,
-                package: call.package.clone(),
-                provider: call.provider,
-                queries: logged_queries(call),
-            });
-            Verdict::Run(calls.next)
-        }
-    };
-    Ok(Judged {
-        appended,
-        abandoned: calls.abandoned,
-        verdict,
-    })
-}
-
 impl TurnLedger {
     /// The ledger in the directory `dir` (not opened yet).
     #[cfg(test)]
@@ -264,10 +110,21 @@ impl TurnLedger {
     /// Judges `call` in the turn `spec` names (see the module documentation) and logs
     /// the admission or the refusal.
     pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
-        match self {
-            TurnLedger::File(ledger) => ledger.admit(spec, call),
-            TurnLedger::Redis(ledger) => ledger.admit(spec, call),
-        }
+        Ok(match self {
+            TurnLedger::File(ledger) => admitted(ledger.admit(spec, call)?, Hold::File),
+            TurnLedger::Redis(ledger) => admitted(ledger.admit(spec, call)?, Hold::Redis),
+        })
+    }
+}
+
+/// The ledger's answer to a call from a store's, its running mark held as `hold` says.
+fn admitted<R>(ruled: Ruled<R>, hold: impl FnOnce(R) -> Hold) -> Admitted {
+    match ruled {
+        Ruled::Run { call, running } => Admitted::Run(RunningCall {
+            call,
+            hold: hold(running),
+        }),
+        Ruled::Refused(refusal) => Admitted::Refused(refusal),
     }
 }
 
@@ -302,10 +159,12 @@ impl LoggedAnswer {
 
 #[cfg(test)]
 mod tests {
-    use super::rebuild::origin_of;
+    use super::rebuild::{origin_of, rebuild};
     use super::*;
+    use crate::failure::RuntimeFailureKind;
     use crate::shared_state::SharedState;
-    use evidence_materialize::TurnLimits;
+    use evidence_materialize::{Admission, TurnLimits};
+    use evidence_policy::PolicyId;
     use evidence_result::{
         Correction, Details, ErrorCode, Failure, FailureClass, PackageId, Provider, QueryId,
         RequestDigest,
@@ -313,6 +172,7 @@ mod tests {
     use evidence_test_support::RedisServer;
     use serde_json::Value;
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     /// Where a test's ledgers live: a directory, or a real Redis.
     enum Backend {

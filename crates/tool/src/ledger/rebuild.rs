@@ -12,8 +12,8 @@ use evidence_result::{
     ToolResult,
 };
 
-use super::LedgerError;
 use super::entry::{Entry, LoggedAttempt, LoggedOutcome, logged_call};
+use super::error::LedgerError;
 
 /// The error code of an attempt whose process ended before its answer was logged. It
 /// never reaches the model: it only rebuilds the turn.

@@ -32,7 +32,8 @@ use evidence_materialize::Call;
 use redis::Script;
 
 use super::entry::Entry;
-use super::{Admitted, Hold, LedgerError, RunningCall, TurnSpec, Verdict, judge};
+use super::error::LedgerError;
+use super::judge::{Ruled, TurnSpec, Verdict, judge};
 use crate::shared_state::{SharedState, SharedStateError};
 
 /// How long after its policy expires a turn's keys are kept.
@@ -165,7 +166,11 @@ impl RedisLedger {
     /// Judges `call` on the turn's entries and writes (appends the admission, or counts
     /// the refusal), again until no other admission came in between or `spec.wait` is
     /// over.
-    pub(crate) fn admit(&self, spec: &TurnSpec, call: &Call) -> Result<Admitted, LedgerError> {
+    pub(crate) fn admit(
+        &self,
+        spec: &TurnSpec,
+        call: &Call,
+    ) -> Result<Ruled<Running>, LedgerError> {
         let started = Instant::now();
         let keys = Keys::of(spec);
         let expire_at_ms = (spec.expires_at + KEPT_AFTER_EXPIRY).as_millisecond();
@@ -230,16 +235,16 @@ impl RedisLedger {
                 }
             }
             return Ok(match judged.verdict {
-                Verdict::Run(number) => Admitted::Run(RunningCall {
+                Verdict::Run(number) => Ruled::Run {
                     call: number,
-                    hold: Hold::Redis(Running {
+                    running: Running {
                         state: self.state.clone(),
                         keys,
                         expire_at_ms,
                         log_within: spec.log_within,
-                    }),
-                }),
-                Verdict::Refused(refusal) => Admitted::Refused(refusal),
+                    },
+                },
+                Verdict::Refused(refusal) => Ruled::Refused(refusal),
             });
         }
     }
