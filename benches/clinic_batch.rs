@@ -9,15 +9,13 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use evidence_test_support as support;
-use managed_evidence::connectors::{
-    ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist,
-};
-use managed_evidence::policy::{
-    ScopeBinding, TrustedPolicy, lock, lock::LockedItem, lock::ScopeValue,
-};
-use managed_evidence::result::PolicySource;
+use managed_evidence::connectors::{ClinicConfig, ClinicConnector, ClinicSecrets, Connector};
+use managed_evidence::policy::lock::LockedItem;
 use secrecy::SecretString;
 use serde_json::json;
+
+#[path = "support/clinic.rs"]
+mod clinic;
 
 const TOKEN: &str = "bench-clinic-token-0001";
 
@@ -31,27 +29,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (prometheus, front) = runtime.block_on(async {
-        let p = support::Prometheus::start(support::Fixture::Main)
-            .await
-            .unwrap();
-        let f = support::ClinicFront::start(&p.url(), SecretString::from(TOKEN.to_owned()))
-            .await
-            .unwrap();
-        (p, f)
-    });
-    let policy: TrustedPolicy = serde_json::from_value(support::policy::apid_29213_now(
-        "clinic",
-        "managed_auto_oncall_clinic",
-        json!({"policy_id": "pol-bench", "account": "acct-bench",
-               "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 20,
-                          "max_series_kept": 10, "max_calls_per_turn": 8}}),
-    ))
-    .unwrap();
+    let (runtime, prometheus, front) = clinic::provider(TOKEN);
     let queries: Vec<_> = (1..=20)
         .map(|k| json!({
             "queryId": format!("q{k}"),
@@ -59,14 +37,7 @@ fn setup() -> Setup {
             "step": "15s", "unit": "cores"
         }))
         .collect();
-    let scope = [ScopeBinding::new("cluster_id", ScopeValue::ClusterId).unwrap()];
-    let locked = lock(
-        &policy,
-        PolicySource::TrustedEnvelope,
-        &json!({ "queries": queries }),
-        &scope,
-    )
-    .unwrap();
+    let locked = clinic::locked(20, json!(queries));
     let exprs = locked
         .items
         .iter()
@@ -75,11 +46,7 @@ fn setup() -> Setup {
             LockedItem::Rejected { .. } => panic!("bench query rejected"),
         })
         .collect();
-    let config = ClinicConfig::new(
-        url::Url::parse(&front.base_url()).unwrap(),
-        HostAllowlist::new(["127.0.0.1"]).unwrap(),
-    )
-    .with_concurrency(4);
+    let config = clinic::config(&front).with_concurrency(4);
     Setup {
         runtime,
         prometheus,

@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use evidence_test_support as support;
-use managed_evidence::connectors::{
-    ClinicConfig, ClinicConnector, ClinicSecrets, Connector, HostAllowlist,
-};
-use managed_evidence::policy::{ScopeBinding, TrustedPolicy, lock, lock::ScopeValue};
-use managed_evidence::result::PolicySource;
+use managed_evidence::connectors::{ClinicConnector, ClinicSecrets, Connector};
 use secrecy::SecretString;
 use serde_json::json;
+
+#[path = "support/clinic.rs"]
+mod clinic;
 
 const TOKEN: &str = "bench-metrics-token-0001";
 
@@ -70,40 +69,13 @@ fn main() {
     group.finish();
 
     // The warm call, in the same run.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (prometheus, front) = runtime.block_on(async {
-        let p = support::Prometheus::start(support::Fixture::Main)
-            .await
-            .unwrap();
-        let f = support::ClinicFront::start(&p.url(), SecretString::from(TOKEN.to_owned()))
-            .await
-            .unwrap();
-        (p, f)
-    });
-    let policy: TrustedPolicy = serde_json::from_value(support::policy::apid_29213_now(
-        "clinic",
-        "managed_auto_oncall_clinic",
-        json!({"policy_id": "pol-bench", "account": "acct-bench",
-               "limits": {"max_points_per_series": 11000, "min_step": 15, "max_batch": 4,
-                          "max_series_kept": 10, "max_calls_per_turn": 8}}),
-    ))
-    .unwrap();
+    let (runtime, prometheus, front) = clinic::provider(TOKEN);
     let q = support::TIDB_CPU;
-    let scope = [ScopeBinding::new("cluster_id", ScopeValue::ClusterId).unwrap()];
-    let locked = lock(
-        &policy,
-        PolicySource::TrustedEnvelope,
-        &json!({"queries": [{"queryId": "cpu", "expr": q.expr, "step": "15s", "unit": "cores"}]}),
-        &scope,
-    )
-    .unwrap();
-    let config = ClinicConfig::new(
-        url::Url::parse(&front.base_url()).unwrap(),
-        HostAllowlist::new(["127.0.0.1"]).unwrap(),
+    let locked = clinic::locked(
+        4,
+        json!([{"queryId": "cpu", "expr": q.expr, "step": "15s", "unit": "cores"}]),
     );
+    let config = clinic::config(&front);
     let secrets = ClinicSecrets::new(SecretString::from(TOKEN.to_owned()));
     let connector = ClinicConnector::new().unwrap();
     let call = || {
