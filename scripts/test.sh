@@ -34,6 +34,8 @@ command -v nm >/dev/null 2>&1 || missing+=(binutils)
 # redis-server: the Redis turn ledger and session store (crates/tool/tests/redis_*.rs);
 # each test starts its own server on loopback.
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# openssl: the deployment guide makes a private CA with it (tests/readme, session deploy).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing system packages: ${missing[*]}"
   as_root apt-get update -qq

@@ -33,15 +33,16 @@ use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
 use blocks::{Block, blocks, json_values};
-use session::{CHROMIUM, CURL, PROMETHEUS, REDIS, ROOT};
+use session::{CHROMIUM, CURL, OPENSSL, PROMETHEUS, REDIS, ROOT};
 
 /// The sessions, each run by one test below, and the one file that holds each.
-const SESSIONS: [(&str, &str); 5] = [
+const SESSIONS: [(&str, &str); 6] = [
     ("quick-start", "README.md"),
     ("first-hour", "docs/first-hour.md"),
     ("clinic-demo", "docs/guides/clinic-on-prometheus.md"),
     ("opencode-config", "docs/guides/opencode-diagnosis.md"),
     ("cutover", "docs/operations/cutover.md"),
+    ("deploy", "docs/operations/deploy.md"),
 ];
 
 /// Where the runbook's ownership table lives.
@@ -313,13 +314,37 @@ fn first_hour() {
         session::require(program);
     }
     let opencode = session::opencode();
-    // Wetech runs a browser: hold the machine's browser slot as every browser test does.
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let _slot = browser_slot();
+    run_session("first-hour", &[("OPENCODE_BIN", opencode.as_os_str())]);
+}
+
+/// The machine's browser slot, held as every browser test holds it while a session
+/// runs Wetech.
+fn browser_slot() -> evidence_test_support::BrowserSlot {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    let _slot = runtime.block_on(evidence_test_support::BrowserSlot::acquire());
-    run_session("first-hour", &[("OPENCODE_BIN", opencode.as_os_str())]);
+        .unwrap()
+        .block_on(evidence_test_support::BrowserSlot::acquire())
+}
+
+/// The deployment guide: secrets as files (and a file open to others refused), Redis
+/// with its password in a file, a private CA made with `openssl`, the three servers over
+/// TLS with their operator listeners, the real OpenCode connecting through the CA (and
+/// failing without it), a rotated audit log with SIGHUP, and two revisions side by side.
+#[test]
+fn deploy() {
+    for program in PROMETHEUS
+        .into_iter()
+        .chain(CHROMIUM)
+        .chain(REDIS)
+        .chain([CURL, OPENSSL])
+    {
+        session::require(program);
+    }
+    let opencode = session::opencode();
+    let _slot = browser_slot();
+    run_session("deploy", &[("OPENCODE_BIN", opencode.as_os_str())]);
 }
 
 /// The complete Clinic run against a plain Prometheus over its own `promtool` fixture,
@@ -352,11 +377,7 @@ fn cutover() {
     for program in PROMETHEUS.into_iter().chain(CHROMIUM) {
         session::require(program);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _slot = runtime.block_on(evidence_test_support::BrowserSlot::acquire());
+    let _slot = browser_slot();
     run_session("cutover", &[]);
 }
 

@@ -72,6 +72,11 @@ pub(crate) const REDIS: [Program; 2] = [
         install: "apt-get install -y redis-server",
     },
 ];
+/// openssl, for the deployment guide's private CA.
+pub(crate) const OPENSSL: Program = Program {
+    name: "openssl",
+    install: "apt-get install -y openssl",
+};
 /// curl, for the readiness wait of the Clinic demo.
 pub(crate) const CURL: Program = Program {
     name: "curl",

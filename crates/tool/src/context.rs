@@ -41,6 +41,24 @@ pub const SIGNING_KID_ENV: &str = "EVIDENCE_SIGNING_KID";
 /// The Ed25519 private key, base64 (signer only; never in a tool sandbox).
 pub const SIGNING_KEY_ENV: &str = "EVIDENCE_SIGNING_KEY";
 
+/// The file forms of the secret variables (`NAME_FILE`, [`crate::secret_file`]): each
+/// auth-binding secret of [`CONTEXT_VARS`] and the turn ledger's URL (which may hold the
+/// Redis password) may instead be given as the path of a file holding it, read once at
+/// start. Setting both forms of one secret is refused.
+pub const SECRET_FILE_VARS: &[&str] = &[
+    "EVIDENCE_TURN_LEDGER_FILE",
+    "CLINIC_API_TOKEN_FILE",
+    "MANUS_USERNAME_FILE",
+    "MANUS_PASSWORD_FILE",
+    "MANUS_REF_KEYS_FILE",
+    "WETECH_STORAGE_STATE_FILE",
+];
+
+/// Whether the variable `var` is a secret that also takes the file form `NAME_FILE`.
+pub fn takes_file_form(var: &ContextVar) -> bool {
+    var.set_by == SetBy::AuthBinding || var.name == TURN_LEDGER_ENV
+}
+
 /// Default Chromium binary of the Wetech entrypoint.
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 /// Default ChromeDriver binary of the Wetech entrypoint.
@@ -246,6 +264,17 @@ pub const CONTEXT_VARS: &[ContextVar] = &[
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn every_secret_and_only_a_secret_has_its_file_form_listed() {
+        let expected: BTreeSet<String> = CONTEXT_VARS
+            .iter()
+            .filter(|v| takes_file_form(v))
+            .map(|v| crate::secret_file::file_variable(v.name))
+            .collect();
+        let listed: BTreeSet<String> = SECRET_FILE_VARS.iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(listed, expected);
+    }
 
     #[test]
     fn every_name_is_listed_once() {

@@ -19,6 +19,7 @@ pub mod rollout;
 mod runtime;
 mod runtime_context;
 mod sandbox;
+pub mod secret_file;
 mod session_store;
 mod shared_state;
 mod stamp;

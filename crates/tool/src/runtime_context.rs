@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use evidence_policy::{KeyRing, SignedPolicy, envelope::MAX_ENVELOPE_BYTES};
 use evidence_result::PackageId;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret as _, SecretString};
 
 use crate::context::{
     AUDIT_LOG_ENV, CONTEXT_VARS, POLICY_KEYS_ENV, ReadBy, SIGNING_KEY_ENV, SetBy,
@@ -23,6 +23,7 @@ use crate::context::{
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::{FileLedger, RedisLedger, TurnLedger};
 use crate::mcp::ENVELOPES_PATH;
+use crate::secret_file::{SecretFileError, file_variable, read_secret_file};
 use crate::session_store::SessionStore;
 use crate::shared_state::{SharedState, is_redis_url};
 use crate::tool_kind::Tool;
@@ -48,6 +49,27 @@ fn from_raw(raw: Option<OsString>) -> Supplied<String> {
             Supplied::given(text, empty)
         }
         Some(Err(_)) => Supplied::Invalid("it is not UTF-8 text".to_owned()),
+    }
+}
+
+/// A secret variable `name` of the process environment, or the file its `NAME_FILE`
+/// names (read now), under the same rule; both at once is invalid.
+fn secret_from_env(name: &str) -> Supplied<SecretString> {
+    let file_name = file_variable(name);
+    let value = from_raw(std::env::var_os(name));
+    let file = from_raw(std::env::var_os(&file_name));
+    match (value, file) {
+        (Supplied::Missing, Supplied::Missing) => Supplied::Missing,
+        (value, Supplied::Missing) => value.and_then(|v| Ok(v.into())),
+        (Supplied::Missing, file) => file.and_then(|path| {
+            read_secret_file(Path::new(&path)).map_err(|e| format!("{file_name}: {e}"))
+        }),
+        _ => Supplied::Invalid(
+            SecretFileError::BothForms {
+                name: name.to_owned(),
+            }
+            .to_string(),
+        ),
     }
 }
 
@@ -202,7 +224,8 @@ impl RuntimeContext {
             context.audit_log = Some(PathBuf::from(path));
         }
         let ca = read(TURN_LEDGER_CA_ENV);
-        context.turn_ledger = read(TURN_LEDGER_ENV).and_then(|text| ledger_of(text, &ca));
+        context.turn_ledger = secret_from_env(TURN_LEDGER_ENV)
+            .and_then(|url| ledger_of(url.expose_secret().to_owned(), &ca));
         let own = CONTEXT_VARS
             .iter()
             .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader());
@@ -218,11 +241,11 @@ impl RuntimeContext {
 
     /// Reads the secret variables `names` from the process environment (those a
     /// package's auth binding injects), under the same rule.
+    /// Each may instead be given as a file, `NAME_FILE` ([`crate::secret_file`]), read
+    /// here, once.
     pub(crate) fn read_secrets_from_env<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         for name in names {
-            let value = from_raw(std::env::var_os(name));
-            self.secrets
-                .insert(name.to_owned(), value.and_then(|v| Ok(v.into())));
+            self.secrets.insert(name.to_owned(), secret_from_env(name));
         }
     }
 

@@ -37,6 +37,7 @@ use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::{Admitted, TurnSpec};
 use crate::metrics::{Phase, Store};
 use crate::runtime_context::RuntimeContext;
+use crate::secret_file::file_variable;
 use crate::stamp::FolderStamp;
 use crate::tool_kind::Tool;
 use crate::tools::{PackageTool, Transport};
@@ -509,9 +510,10 @@ fn bind_secrets(
     let kind = RuntimeFailureKind::SecretNotBound;
     let mut values = SecretValues::new();
     for spec in &package.manifest().auth.secrets {
+        let what = format!("{} (or {})", spec.env, file_variable(&spec.env));
         let value = context
             .secret(&spec.env)
-            .require(&spec.env, kind, kind)
+            .require(&what, kind, kind)
             .map_err(|f| {
                 RuntimeFailure::new(
                     kind,

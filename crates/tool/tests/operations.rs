@@ -355,3 +355,52 @@ async fn a_traceparent_from_the_sdk_reaches_the_audit_record() {
         "{metrics}"
     );
 }
+
+/// Log rotation as logrotate does it (rename, then SIGHUP out of habit): the server
+/// answers the signal with a log line and keeps serving, the record of the call made
+/// before is in the renamed file, and the next call's record starts the new file, since
+/// the log is opened for each record.
+#[tokio::test]
+async fn a_rotated_audit_log_is_followed_and_sighup_ends_nothing() {
+    let s = Setup::new().await;
+    let audit = s.dir.path().join("audit.jsonl");
+    let server = s.start(&s.env(&audit, None));
+    let token = s.session(&server);
+    let expr = test_support::TIDB_CPU.expr;
+    let before = call(server.addr, Some(token.expose()), "before_rotation", expr).await;
+    assert_eq!(before.status, 200, "{before:?}");
+    let rotated = s.dir.path().join("audit.jsonl.1");
+    std::fs::rename(&audit, &rotated).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("\"event\":\"hangup\""))
+    {
+        assert!(Instant::now() < deadline, "no hangup line");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(operator_get(&server, HEALTHZ_PATH).await.status, 200);
+    let after = call(server.addr, Some(token.expose()), "after_rotation", expr).await;
+    assert_eq!(after.status, 200, "{after:?}");
+    let query_ids = |path: &std::path::Path| -> Vec<String> {
+        audit_records(path)
+            .iter()
+            .filter_map(|r| {
+                r["query_ids"][0]
+                    .as_str()
+                    .or(r["query_id"].as_str())
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    assert_eq!(query_ids(&rotated), ["before_rotation"]);
+    assert_eq!(query_ids(&audit), ["after_rotation"]);
+}

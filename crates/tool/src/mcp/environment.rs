@@ -11,8 +11,9 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 
 use crate::ToolError;
-use crate::context::{CONTEXT_VARS, ReadBy};
+use crate::context::{CONTEXT_VARS, ContextVar, ReadBy, SECRET_FILE_VARS, takes_file_form};
 use crate::mcp::listen::McpTransport;
+use crate::secret_file::file_variable;
 use crate::tool_kind::Tool;
 
 /// Variables of the process itself a server keeps besides its package's own: search
@@ -29,12 +30,20 @@ pub const PROCESS_BASICS: [&str; 8] = [
 ];
 
 /// The variables the MCP server of `tool` serves with when they are set: those of
-/// [`CONTEXT_VARS`] read by every tool or by this one, and [`PROCESS_BASICS`].
+/// [`CONTEXT_VARS`] read by every tool or by this one, the file forms of its secrets
+/// ([`SECRET_FILE_VARS`]: paths, never values) and [`PROCESS_BASICS`].
 pub fn server_variables(tool: Tool) -> Vec<&'static str> {
-    CONTEXT_VARS
+    let own: Vec<&ContextVar> = CONTEXT_VARS
         .iter()
         .filter(|v| v.read_by == ReadBy::AllTools || v.read_by == tool.reader())
+        .collect();
+    let file_forms = SECRET_FILE_VARS.iter().copied().filter(|file| {
+        own.iter()
+            .any(|v| takes_file_form(v) && file_variable(v.name) == *file)
+    });
+    own.iter()
         .map(|v| v.name)
+        .chain(file_forms)
         .chain(PROCESS_BASICS)
         .collect()
 }

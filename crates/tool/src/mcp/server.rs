@@ -182,6 +182,7 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
         sessions: store,
     };
     let mut stop = StopSignals::new()?;
+    let _hangups = tokio::spawn(acknowledge_hangups(StopSignals::hangup()?));
     let stop_serving = CancellationToken::new();
     let serving = async {
         match &transport {
@@ -459,11 +460,31 @@ impl StopSignals {
         })
     }
 
+    /// SIGHUP, which log rotation sends out of habit: without a handler it would end
+    /// the server.
+    fn hangup() -> Result<tokio::signal::unix::Signal, ToolError> {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| ToolError::Mcp(format!("cannot watch for SIGHUP: {e}")))
+    }
+
     async fn received(&mut self) {
         tokio::select! {
             _ = self.terminate.recv() => {}
             _ = self.interrupt.recv() => {}
         }
+    }
+}
+
+/// Answers each SIGHUP with a log line and goes on serving: the audit log is opened for
+/// each record (`crate::output`), so a log that rotation renamed is left at once, and
+/// nothing else the server holds is reloaded (its package, keys and secrets are read once,
+/// at start).
+async fn acknowledge_hangups(mut hangup: tokio::signal::unix::Signal) {
+    while hangup.recv().await.is_some() {
+        crate::log::info(
+            "hangup",
+            "SIGHUP: nothing to reopen (the audit log is opened for each record); serving on",
+        );
     }
 }
 
