@@ -40,10 +40,12 @@ fn deploy_all(dir: &Path) -> [PathBuf; 3] {
     ]
 }
 
-/// A signing key file for the canary's signer.
+/// A signing key file for the canary's signer, closed to other users (mode 0600).
 fn key_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
     let path = dir.join("signing.key");
     std::fs::write(&path, support::signing_key() + "\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     path
 }
 
@@ -404,7 +406,31 @@ async fn refuses_a_deployment_it_cannot_use() {
             "CLINIC_BASE_URL": "http://127.0.0.1:9",
             "CLINIC_QUERY_PATH_TEMPLATE": "/api/{cluster_id}/query_range"}}]
     });
+    let token_file = |name: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{CLINIC_TOKEN}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let private = token_file("token-private", 0o600);
+    let open = token_file("token-open", 0o644);
     let cases: Vec<(Value, Env, &str)> = vec![
+        // The secret given both ways.
+        (
+            base.clone(),
+            vec![
+                ("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned()),
+                ("CLINIC_API_TOKEN_FILE", private.clone()),
+            ],
+            "both CLINIC_API_TOKEN and CLINIC_API_TOKEN_FILE are set",
+        ),
+        // The secret in a file other users can read.
+        (
+            base.clone(),
+            vec![("CLINIC_API_TOKEN_FILE", open.clone())],
+            "token-open is open to other users (mode 0644",
+        ),
         // A secret written into the file.
         (
             {
@@ -419,7 +445,7 @@ async fn refuses_a_deployment_it_cannot_use() {
         (
             base.clone(),
             vec![],
-            "export CLINIC_API_TOKEN in the canary's environment",
+            "export CLINIC_API_TOKEN (or CLINIC_API_TOKEN_FILE, a file) in the canary's environment",
         ),
         // Another tool's variable.
         (
@@ -519,7 +545,14 @@ async fn a_target_can_name_another_cluster_and_window() {
                                           "start": "2026-01-05T10:00:00Z", "end": "2026-01-05T10:15:00Z"}}
         }),
     );
-    let env = vec![("CLINIC_API_TOKEN", CLINIC_TOKEN.to_owned())];
+    // The token from a file, as systemd's credentials give it.
+    let token = dir.path().join("clinic_api_token");
+    std::fs::write(&token, format!("{CLINIC_TOKEN}\n")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let env = vec![("CLINIC_API_TOKEN_FILE", token.display().to_string())];
     let ahead = dir.path().join("policies");
     let (code, _, stderr) = canary_policies(&file, &ahead, env.clone()).await;
     assert_eq!(code, 0, "{stderr}");

@@ -541,3 +541,46 @@ async fn a_secret_read_from_a_file_is_withheld_by_the_output_guard() {
     assert!(!result.text().contains(CLINIC_TOKEN));
     assert_eq!(deployed.audit().last().unwrap()["blocked"], true);
 }
+
+/// The signer's private key file (`sign-policy --key-file`) is a secret file too: one
+/// that other users can read is refused, naming its path and mode, and nothing is
+/// signed; the file `--generate-key` writes (mode 0600) signs.
+#[test]
+fn the_signers_key_file_open_to_other_users_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.key");
+    let key_arg = key.display().to_string();
+    let (code, _, err) = run(
+        Path::new(SIGN_POLICY),
+        &["--generate-key", "--kid", KID, "--key-file", &key_arg],
+        &[],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let package = deploy(dir.path(), CLINIC, "v3", CLINIC_TOOL).0;
+    let package_arg = package.display().to_string();
+    let policy = policy("clinic", CLINIC, json!({})).to_string();
+    let sign_with_file = || {
+        run(
+            Path::new(SIGN_POLICY),
+            &[
+                "--package-dir",
+                &package_arg,
+                "--kid",
+                KID,
+                "--key-file",
+                &key_arg,
+            ],
+            &[],
+            &policy,
+        )
+    };
+    let (code, envelope, err) = sign_with_file();
+    assert_eq!(code, 0, "{err}");
+    assert!(envelope.contains("\"signature\""), "{envelope}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, envelope, err) = sign_with_file();
+    assert_ne!(code, 0, "signed with a key file open to others");
+    assert!(envelope.is_empty(), "{envelope}");
+    assert!(err.contains(&key_arg) && err.contains("0644"), "{err}");
+}

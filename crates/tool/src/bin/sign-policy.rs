@@ -36,6 +36,7 @@ use evidence_package::Package;
 use evidence_policy::{KeyId, PolicySigner, SessionToken, TrustedPolicy};
 use evidence_result::Digest;
 use evidence_tool::context::{SIGNING_KEY_ENV, SIGNING_KID_ENV};
+use evidence_tool::secret_file::read_secret_file;
 use secrecy::{ExposeSecret as _, SecretString};
 
 const USAGE: &str = "\
@@ -183,9 +184,11 @@ fn private_key(args: &Args) -> Result<SecretString, Box<dyn Error>> {
         return Ok(key.clone());
     }
     if let Some(path) = &args.key_file {
-        let text = std::fs::read_to_string(path)
+        // A secret file: closed to other users, like every secret file of the tools.
+        let path = std::path::absolute(path)
             .map_err(|e| format!("cannot read key file {}: {e}", path.display()))?;
-        return Ok(SecretString::from(text.trim().to_owned()));
+        let key = read_secret_file(&path).map_err(|e| format!("key file: {e}"))?;
+        return Ok(SecretString::from(key.expose_secret().trim().to_owned()));
     }
     std::env::var(SIGNING_KEY_ENV)
         .map(SecretString::from)

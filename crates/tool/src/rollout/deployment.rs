@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use evidence_package::Package;
 use evidence_policy::{KeyId, KeyRing, PolicySigner};
 use schemars::JsonSchema;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret as _, SecretString};
 use serde::{Deserialize, Serialize};
 
 use super::RolloutError;
@@ -199,13 +199,19 @@ fn check_targets(targets: &BTreeMap<String, TargetOverride>) -> Result<(), Rollo
 }
 
 fn load_signer(kid: &str, key_file: &Path) -> Result<PolicySigner, RolloutError> {
-    let text = std::fs::read_to_string(key_file).map_err(|source| RolloutError::Read {
+    // A secret file: closed to other users, like every secret file of the tools.
+    let absolute = std::path::absolute(key_file).map_err(|source| RolloutError::Read {
         path: key_file.to_owned(),
         source,
     })?;
+    let key = read_secret_file(&absolute)
+        .map_err(|e| RolloutError::Deployment(format!("signer key file: {e}")))?;
     let kid = KeyId::new(kid).map_err(|e| RolloutError::Deployment(format!("signer kid: {e}")))?;
-    PolicySigner::from_base64(kid, &SecretString::from(text.trim().to_owned()))
-        .map_err(|e| RolloutError::Deployment(format!("signing key {}: {e}", key_file.display())))
+    PolicySigner::from_base64(
+        kid,
+        &SecretString::from(key.expose_secret().trim().to_owned()),
+    )
+    .map_err(|e| RolloutError::Deployment(format!("signing key {}: {e}", key_file.display())))
 }
 
 fn tool_of(package: &Package) -> Result<Tool, RolloutError> {
