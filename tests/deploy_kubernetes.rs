@@ -157,8 +157,8 @@ fn promtool_checks_the_scrape_configuration_and_it_names_each_operator_service()
         &["check", "config", "deploy/kubernetes/prometheus/scrape.yml"],
         "apt-get install -y prometheus; bash scripts/test.sh installs it",
     );
-    let scrape = std::fs::read_to_string(repo().join("deploy/kubernetes/prometheus/scrape.yml"))
-        .unwrap();
+    let scrape =
+        std::fs::read_to_string(repo().join("deploy/kubernetes/prometheus/scrape.yml")).unwrap();
     for (overlay, _) in OVERLAYS {
         let service = format!("{overlay}-operator.managed-evidence.svc");
         assert!(
@@ -196,13 +196,18 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
         let pod = &deployment[0]["spec"]["template"]["spec"];
         let container = &pod["containers"][0];
         let image = container["image"].as_str().unwrap();
-        assert!(image.contains("@sha256:"), "{overlay}: image {image} has no digest");
+        assert!(
+            image.contains("@sha256:"),
+            "{overlay}: image {image} has no digest"
+        );
         let command = strings(&container["command"]);
         assert_eq!(
             command,
             [format!(
                 "/srv/managed-evidence/{}/{}",
-                package.replace("managed_auto_oncall_", "").replace('/', "-"),
+                package
+                    .replace("managed_auto_oncall_", "")
+                    .replace('/', "-"),
                 manifest["entrypoint"].as_str().unwrap()
             )],
             "{overlay}: the command is the deployable folder's entrypoint"
@@ -226,18 +231,21 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
             .collect();
         secrets.push("EVIDENCE_TURN_LEDGER");
         for secret in secrets {
-            assert_eq!(value(secret), None, "{overlay}: {secret} is in the environment");
+            assert_eq!(
+                value(secret),
+                None,
+                "{overlay}: {secret} is in the environment"
+            );
             let file = value(&format!("{secret}_FILE"))
                 .unwrap_or_else(|| panic!("{overlay}: no {secret}_FILE"));
             let (dir, name) = file.rsplit_once('/').unwrap();
             let mount = mounts
                 .iter()
                 .find(|m| m["mountPath"].as_str() == Some(dir))
-                .unwrap_or_else(|| panic!("{overlay}: {secret}_FILE={file}: nothing mounted at {dir}"));
-            let volume = volumes
-                .iter()
-                .find(|v| v["name"] == mount["name"])
-                .unwrap();
+                .unwrap_or_else(|| {
+                    panic!("{overlay}: {secret}_FILE={file}: nothing mounted at {dir}")
+                });
+            let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
             let secret_volume = &volume["secret"];
             assert_eq!(
                 secret_volume["defaultMode"].as_i64(),
@@ -257,7 +265,11 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
         for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
             let get = &container[probe]["httpGet"];
             assert_eq!(
-                (get["path"].as_str(), get["port"].as_str(), get["scheme"].as_str()),
+                (
+                    get["path"].as_str(),
+                    get["port"].as_str(),
+                    get["scheme"].as_str()
+                ),
                 (Some(path), Some("operator"), Some("HTTPS")),
                 "{overlay}: {probe}"
             );
@@ -268,7 +280,11 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
             .filter_map(|p| p["targetPort"].as_str())
             .collect();
         ports.sort_unstable();
-        assert_eq!(ports, ["mcp", "operator"], "{overlay}: a Service per listener");
+        assert_eq!(
+            ports,
+            ["mcp", "operator"],
+            "{overlay}: a Service per listener"
+        );
         assert_eq!(objects(&docs, "PodDisruptionBudget").len(), 1, "{overlay}");
 
         // Egress: DNS on 53, Redis, and one ipBlock on 443 per manifest host; every rule
@@ -276,7 +292,11 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
         let policy = objects(&docs, "NetworkPolicy");
         assert_eq!(policy.len(), 1, "{overlay}: one NetworkPolicy");
         let spec = &policy[0]["spec"];
-        assert_eq!(strings(&spec["policyTypes"]), ["Ingress", "Egress"], "{overlay}");
+        assert_eq!(
+            strings(&spec["policyTypes"]),
+            ["Ingress", "Egress"],
+            "{overlay}"
+        );
         let mut provider_blocks = 0;
         for rule in spec["egress"].as_vec().unwrap() {
             let peers = rule["to"]
@@ -291,7 +311,11 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
             match ports.as_slice() {
                 [53, 53] | [6379] => {}
                 [443] => {
-                    assert!(peers.iter().all(|p| p["ipBlock"]["cidr"].as_str().is_some()));
+                    assert!(
+                        peers
+                            .iter()
+                            .all(|p| p["ipBlock"]["cidr"].as_str().is_some())
+                    );
                     provider_blocks += peers.len();
                 }
                 other => panic!("{overlay}: egress to ports {other:?}"),
@@ -310,7 +334,9 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
         for host in hosts {
             let host = host.as_str().unwrap();
             assert!(
-                egress.lines().any(|l| l.starts_with('#') && l.contains(host)),
+                egress
+                    .lines()
+                    .any(|l| l.starts_with('#') && l.contains(host)),
                 "{overlay}/egress.yaml names no address for {host}"
             );
         }

@@ -62,13 +62,16 @@ fn text(out: &Output) -> String {
 /// unit's own), each a `(key, value)` in order; continuation lines joined.
 fn settings(unit: &str) -> Vec<(String, String)> {
     let mut files = vec![deploy().join(unit)];
-    let mut dropins: Vec<PathBuf> = ["managed-evidence-.service.d".to_owned(), format!("{unit}.d")]
-        .iter()
-        .map(|d| deploy().join(d))
-        .filter(|d| d.is_dir())
-        .flat_map(|d| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "conf"))
-        .collect();
+    let mut dropins: Vec<PathBuf> = [
+        "managed-evidence-.service.d".to_owned(),
+        format!("{unit}.d"),
+    ]
+    .iter()
+    .map(|d| deploy().join(d))
+    .filter(|d| d.is_dir())
+    .flat_map(|d| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()))
+    .filter(|p| p.extension().is_some_and(|e| e == "conf"))
+    .collect();
     dropins.sort_by_key(|p| p.file_name().unwrap().to_owned());
     files.extend(dropins);
     let mut out = Vec::new();
@@ -111,7 +114,12 @@ fn root() -> tempfile::TempDir {
             .arg(to)
             .status()
             .unwrap();
-        assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+        assert!(
+            status.success(),
+            "cp -a {} {}",
+            from.display(),
+            to.display()
+        );
     };
     std::fs::create_dir_all(root.path().join("usr/lib/systemd")).unwrap();
     copy(Path::new(HOST_UNITS), &root.path().join("usr/lib/systemd"));
@@ -254,8 +262,16 @@ fn every_secret_is_a_credential_file_and_every_manifest_host_is_allowed_after_de
             );
         }
         let exec = last(&settings, "ExecStart").unwrap();
-        for flag in ["--tls-cert %d/", "--tls-key %d/", "--operator ", "--allow-host "] {
-            assert!(exec.contains(flag), "{unit}: ExecStart has no {flag}: {exec}");
+        for flag in [
+            "--tls-cert %d/",
+            "--tls-key %d/",
+            "--operator ",
+            "--allow-host ",
+        ] {
+            assert!(
+                exec.contains(flag),
+                "{unit}: ExecStart has no {flag}: {exec}"
+            );
         }
         // The allowlist: deny first, then one IPAddressAllow= per manifest host, the
         // host named in the comment just above it.
