@@ -11,11 +11,16 @@
 //! arrives as a file of a Secret volume of mode 0400 (`NAME_FILE`, never the variable),
 //! the probes ask the operator listener, there is a Service per listener, and the
 //! NetworkPolicy lets the pods reach only DNS, Redis and the package manifest's hosts.
+//! And what only the server knows: it takes each overlay's arguments
+//! (`HttpListen::from_args`, TLS on both listeners, the pod's address allowed as a Host)
+//! and keeps each variable the overlay sets when it re-executes itself.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use evidence_tool::Tool;
+use evidence_tool::mcp::{HttpListen, server_variables};
 use yaml_rust2::{Yaml, YamlLoader};
 
 /// The overlays, one per package: (overlay, package folder under `packages/`).
@@ -355,6 +360,73 @@ fn secrets_are_files_probes_ask_the_operator_listener_and_egress_is_dns_redis_an
                 ),
                 other => panic!("{overlay}: ingress to port {other:?}"),
             }
+        }
+    }
+}
+
+#[test]
+fn the_server_takes_each_overlays_arguments_and_keeps_its_variables() {
+    for (overlay, _) in OVERLAYS {
+        let docs = YamlLoader::load_from_str(&render(overlay)).unwrap();
+        let container =
+            &objects(&docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0];
+        let program = strings(&container["command"])[0];
+        let tool = Tool::ALL
+            .into_iter()
+            .find(|t| program.ends_with(&format!("/{}", t.binary_name())))
+            .unwrap_or_else(|| panic!("{overlay}: {program} is no tool binary"));
+        // Kubernetes puts the pod's address in for $(POD_IP).
+        let args: Vec<String> = strings(&container["args"])
+            .iter()
+            .map(|a| a.replace("$(POD_IP)", "10.0.0.7"))
+            .collect();
+        assert_eq!(args[0], "--mcp-http", "{overlay}: {args:?}");
+        let rest: Vec<std::ffi::OsString> = args[1..].iter().map(Into::into).collect();
+        let listen = HttpListen::from_args(&rest)
+            .unwrap_or_else(|e| panic!("{overlay}: the server refuses {args:?}: {e}"));
+        assert_eq!(
+            listen.scheme(),
+            "https",
+            "{overlay}: both listeners serve TLS"
+        );
+        let operator = listen.operator().unwrap();
+        assert!(
+            listen
+                .operator_hosts(operator)
+                .iter()
+                .any(|h| h == "10.0.0.7"),
+            "{overlay}: probes and Prometheus reach the operator listener by the pod's address"
+        );
+        // The server re-executes itself with only its own package's variables: one it
+        // would drop is a setting lost. The NAME_FILE forms are checked against the
+        // manifest's secrets (above).
+        let kept = server_variables(tool);
+        let config = objects(&docs, "ConfigMap")
+            .into_iter()
+            .find(|c| {
+                c["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("-config-"))
+            })
+            .unwrap();
+        let names = container["env"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .chain(
+                config["data"]
+                    .as_hash()
+                    .unwrap()
+                    .keys()
+                    .map(|k| k.as_str().unwrap()),
+            );
+        for name in names {
+            assert!(
+                // POD_IP only feeds $(POD_IP) in the arguments.
+                kept.contains(&name) || name.ends_with("_FILE") || name == "POD_IP",
+                "{overlay}: {tool:?}'s server does not keep {name}"
+            );
         }
     }
 }

@@ -12,11 +12,17 @@
 //! auth binding arrives as a file (`LoadCredential=` and `NAME_FILE=%d/...`, never the
 //! variable itself), every host of the package's manifest has its `IPAddressAllow=`
 //! line after `IPAddressDeny=any`, and the audit log is in the unit's `LogsDirectory=`.
+//! And what only the server knows: it takes each unit's command line
+//! (`HttpListen::from_args`, TLS on both listeners) and keeps each variable the unit sets
+//! when it re-executes itself with its own package's variables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use evidence_tool::Tool;
+use evidence_tool::mcp::{HttpListen, server_variables};
 
 /// The units, with the highest exposure `systemd-analyze security` may give each (its
 /// `--threshold=` is in tenths).
@@ -321,5 +327,36 @@ fn every_secret_is_a_credential_file_and_every_manifest_host_is_allowed_after_de
             last(&settings, "RestrictAddressFamilies").is_some(),
             "{unit}: RestrictAddressFamilies="
         );
+    }
+}
+
+#[test]
+fn the_server_takes_each_units_command_line_and_keeps_its_variables() {
+    for (unit, _) in UNITS {
+        let settings = settings(unit);
+        let exec = last(&settings, "ExecStart").unwrap();
+        let mut words = exec.split_whitespace();
+        let program = words.next().unwrap();
+        let tool = Tool::ALL
+            .into_iter()
+            .find(|t| program.ends_with(&format!("/{}", t.binary_name())))
+            .unwrap_or_else(|| panic!("{unit}: {program} is no tool binary"));
+        assert_eq!(words.next(), Some("--mcp-http"), "{unit}: {exec}");
+        let args: Vec<std::ffi::OsString> = words.map(Into::into).collect();
+        let listen = HttpListen::from_args(&args)
+            .unwrap_or_else(|e| panic!("{unit}: the server refuses {exec}: {e}"));
+        assert_eq!(listen.scheme(), "https", "{unit}: both listeners serve TLS");
+        assert!(listen.operator().is_some(), "{unit}: an operator listener");
+        // The server re-executes itself with only its own package's variables: one it
+        // would drop is a setting lost. The NAME_FILE forms are checked against the
+        // manifest's secrets (above).
+        let kept = server_variables(tool);
+        for (_, assignment) in settings.iter().filter(|(k, _)| k == "Environment") {
+            let name = assignment.split_once('=').unwrap().0;
+            assert!(
+                kept.contains(&name) || name.ends_with("_FILE"),
+                "{unit}: {tool:?}'s server does not keep {name}"
+            );
+        }
     }
 }
