@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # THE test command of this workspace. On a fresh Debian machine it installs the system
 # packages the tests need (real Prometheus with promtool, Chromium and ChromeDriver, Node.js
-# with npm, Redis), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
+# with npm, Redis, systemd-analyze), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
 # every test and the documentation build. The official Python MCP SDK goes into the venv
 # .tools/venv, kubernetes-validate and checkov into .tools/deploy-venv. kubectl (with
 # kustomize v5) must be there already: it says so when it is not. Idempotent.
