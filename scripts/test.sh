@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # THE test command of this workspace. On a fresh Debian machine it installs the system
 # packages the tests need (real Prometheus with promtool, Chromium and ChromeDriver, Node.js
-# with npm, Redis), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
+# with npm, Redis, systemd-analyze), the pinned OpenCode from npm into .tools/opencode, then runs formatting, lints,
 # every test and the documentation build. The official Python MCP SDK goes into the venv
-# .tools/venv. Idempotent.
+# .tools/venv, kubernetes-validate and checkov into .tools/deploy-venv. kubectl (with
+# kustomize v5) must be there already: it says so when it is not. Idempotent.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -36,12 +37,26 @@ command -v nm >/dev/null 2>&1 || missing+=(binutils)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # openssl: the deployment guide makes a private CA with it (tests/readme, session deploy).
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# systemd's systemd-analyze verifies the units of deploy/systemd and scores their
+# exposure (tests/deploy_systemd.rs); neither needs systemd running.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing system packages: ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 else
-  say "system packages present: prometheus, promtool, chromium, chromedriver, python3, curl"
+  say "system packages present: prometheus, promtool, chromium, chromedriver, python3, curl, systemd-analyze"
+fi
+
+# kubectl renders the overlays of deploy/kubernetes (tests/deploy_kubernetes.rs) with the
+# kustomize it carries, which must be v5 (their labels set selector fields). Debian's
+# kubernetes-client is 1.20 with kustomize v2, so it is not installed from here.
+kubectl_version=$(kubectl version --client 2>/dev/null || true)
+if ! grep -q '^Kustomize Version: v[5-9]' <<<"$kubectl_version"; then
+  echo "kubectl with kustomize v5 or later is needed (kubectl 1.27 or later, e.g." >&2
+  echo "/usr/bin/kubectl from the Kubernetes apt repository): tests/deploy_kubernetes.rs" >&2
+  echo "renders deploy/kubernetes with it. Found: $(command -v kubectl || echo no kubectl)" >&2
+  exit 1
 fi
 
 # npm_pinned DIR PACKAGE VERSION: installs PACKAGE@VERSION into DIR (project-local,
@@ -76,6 +91,24 @@ else
   say "mcp==$MCP_SDK_VERSION present in $MCP_VENV"
 fi
 export EVIDENCE_MCP_PYTHON="$PWD/$MCP_VENV/bin/python"
+
+# The offline checks of the Kubernetes manifests (tests/deploy_kubernetes.rs): the
+# Kubernetes schemas (kubernetes-validate carries them) and the policy linter checkov,
+# pinned, in their own venv so that their dependencies leave the MCP SDK's alone (about
+# a minute to install, 400 MB). The test reads EVIDENCE_DEPLOY_VENV (default:
+# .tools/deploy-venv) and fails, naming this install, when it is absent.
+KUBERNETES_VALIDATE_VERSION=1.37.0
+CHECKOV_VERSION=3.3.30
+DEPLOY_VENV=.tools/deploy-venv
+if ! "$DEPLOY_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('kubernetes-validate') != '$KUBERNETES_VALIDATE_VERSION' or m.version('checkov') != '$CHECKOV_VERSION')" >/dev/null 2>&1; then
+  say "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION and checkov==$CHECKOV_VERSION into $DEPLOY_VENV"
+  python3 -m venv "$DEPLOY_VENV" || { as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv "$DEPLOY_VENV"; }
+  "$DEPLOY_VENV/bin/pip" install --quiet --disable-pip-version-check \
+    "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" "checkov==$CHECKOV_VERSION"
+else
+  say "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION and checkov==$CHECKOV_VERSION present in $DEPLOY_VENV"
+fi
+export EVIDENCE_DEPLOY_VENV="$PWD/$DEPLOY_VENV"
 
 # The official MCP conformance suite (crates/tool/tests/mcp_conformance.rs), pinned,
 # project-local, run with the Node.js 22 it needs (it uses fs.globSync; Debian's nodejs is
