@@ -109,7 +109,8 @@ impl Env {
             .collect()
     }
 
-    /// The page targets of the one browser's DevTools endpoint, every context's.
+    /// The Grafana pages of the one browser's DevTools endpoint, every context's (not the
+    /// session's own page, nor the blank page readied for the next call).
     fn pages(&self) -> usize {
         let profiles: Vec<_> = std::fs::read_dir(self.profiles.path())
             .unwrap()
@@ -150,7 +151,7 @@ impl Env {
         list.as_array()
             .unwrap()
             .iter()
-            .filter(|t| t["type"] == "page")
+            .filter(|t| t["type"] == "page" && t["url"].as_str().unwrap().starts_with("http"))
             .count()
     }
 
@@ -254,7 +255,7 @@ async fn each_call_of_a_warm_browser_runs_in_a_fresh_context() {
         browser,
         "the same browser served every call"
     );
-    assert_eq!(env.pages(), 1, "only the session's own page is left");
+    assert_eq!(env.pages(), 0, "no call's page is left");
 
     let reports = env.reports();
     assert_eq!(reports.len(), 3);
@@ -310,7 +311,7 @@ async fn cut_off_lost_and_worn_browsers_leave_nothing_to_the_next_call() {
     let slot = BrowserSlot::acquire().await;
     let env = Env::start(&slot).await;
     let connector = WetechConnector::warm(BrowserReuse {
-        max_calls: 2,
+        max_calls: 3,
         ..BrowserReuse::default()
     });
     let state = deployment(&env.grafana, "a");
@@ -321,12 +322,15 @@ async fn cut_off_lost_and_worn_browsers_leave_nothing_to_the_next_call() {
     env.grafana.set_page_stalled(true);
     let cut = tokio::time::timeout(Duration::from_secs(3), env.call(&connector, &state)).await;
     assert!(cut.is_err(), "the call was cut off");
-    assert_eq!(env.pages(), 2, "the cut-off call's page is still there");
+    assert_eq!(env.pages(), 1, "the cut-off call's page is still there");
     env.grafana.set_page_stalled(false);
     assert_ok(&env.call(&connector, &state).await);
     assert_clean(env.reports().last().unwrap());
-    // That was the browser's second call: worn out, it was ended after it, and the
-    // next call has a new browser.
+    assert_eq!(env.pages(), 0, "the cut-off call's page is gone");
+    assert_eq!(env.browsers(), first, "the same browser");
+    // Its third call: worn out, it is ended after it, and the next call has a new
+    // browser.
+    assert_ok(&env.call(&connector, &state).await);
     assert!(env.browsers().is_empty(), "ended after max_calls");
     assert_ok(&env.call(&connector, &state).await);
     let second = env.browsers();

@@ -297,7 +297,7 @@ async fn run(
 /// given back (or ended, when the call lost it or it is worn out) within the cleanup
 /// reserve.
 async fn run_warm(
-    warm: &WarmBrowsers,
+    warm: &Arc<WarmBrowsers>,
     config: &WetechConfig,
     query: &LockedQuery,
     scope: &ResolvedScope,
@@ -316,15 +316,21 @@ async fn run_warm(
                 .await
                 .map_err(|e| browser_failure(&e, redactor))?,
         );
+        // The context readied for this call after the last one, or a new one.
+        let ready = leased
+            .warm_mut()
+            .map_err(|e| browser_failure(&e, redactor))?
+            .take_ready();
         let browser = leased.warm().map_err(|e| browser_failure(&e, redactor))?;
         let client = browser
             .client()
             .map_err(|e| browser_failure(&e, redactor))?;
-        context = Some(
-            CallContext::open(&browser.cdp, client)
+        context = Some(match ready {
+            Some(ready) => ready,
+            None => CallContext::open(&browser.cdp, client)
                 .await
                 .map_err(|e| browser_failure(&e, redactor))?,
-        );
+        });
         drive(
             config,
             &browser.browser,
@@ -360,7 +366,7 @@ async fn run_warm(
             match context {
                 Some(context) => context.dispose(&browser.cdp, client, &browser.home).await,
                 // Cut off while the context was made: whatever was made goes.
-                None => sweep(&browser.cdp).await.map(drop),
+                None => sweep(&browser.cdp, None).await.map(drop),
             }
         };
         let limit = close_limit.max(Duration::from_millis(100));

@@ -29,6 +29,11 @@ pub(crate) struct CallContext {
 }
 
 impl CallContext {
+    /// The browser's id of the context.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
     /// A new context with one blank page, the session switched to it.
     pub(crate) async fn open(cdp: &Cdp, client: &Client) -> Result<Self, BrowserError> {
         let created = cdp
@@ -87,9 +92,10 @@ impl CallContext {
     }
 }
 
-/// Disposes of every browser context but the default one: what a call cut off before
-/// its own disposal left. Answers how many there were.
-pub(crate) async fn sweep(cdp: &Cdp) -> Result<usize, BrowserError> {
+/// Disposes of every browser context but the default one and `keep` (a context
+/// readied for the next call): what a call cut off before its own disposal left.
+/// Answers how many there were.
+pub(crate) async fn sweep(cdp: &Cdp, keep: Option<&str>) -> Result<usize, BrowserError> {
     let listed = cdp
         .send(
             "Target.getBrowserContexts",
@@ -104,6 +110,7 @@ pub(crate) async fn sweep(cdp: &Cdp) -> Result<usize, BrowserError> {
         .map(|ids| {
             ids.iter()
                 .filter_map(Value::as_str)
+                .filter(|id| Some(*id) != keep)
                 .map(str::to_owned)
                 .collect()
         })

@@ -2,28 +2,33 @@
 //! WebDriver session, started as a one-shot call starts its own) kept between calls,
 //! each call served in a browser context of its own (`context.rs`).
 //!
-//! A call leases an idle browser, or starts one when none is idle, so calls that run at
-//! once (`limits.concurrency` above 1) never share a browser, let alone a context: a
-//! WebDriver session drives one page at a time. At lease, contexts an earlier call left
-//! (cut off before it disposed of its own) are disposed of, which also proves the
-//! browser answers; one that does not is ended and another started. At the end of a
-//! call the browser goes back to the idle list unless the call lost it, or it has
-//! served [`BrowserReuse::max_calls`] calls, or its process tree holds more than
-//! [`BrowserReuse::max_pss_mib`]; then it is ended (session closed, ChromeDriver and
-//! every Chromium process stopped, profile removed). [`WarmBrowsers::close`] ends them
-//! all (a server told to stop); a browser still leased then is ended when its lease is.
+//! A call leases an idle browser, or starts one when none is idle (nor being readied),
+//! so calls that run at once (`limits.concurrency` above 1) never share a browser, let
+//! alone a context: a WebDriver session drives one page at a time. At lease, contexts an
+//! earlier call left (cut off before it disposed of its own) are disposed of, which also
+//! proves the browser answers; one that does not is ended and another started. At the
+//! end of a call, once its own context is disposed of, the browser is ended when the
+//! call lost it or it has served [`BrowserReuse::max_calls`] calls; otherwise it is
+//! readied for the next call in the background (after the result has left): its memory
+//! checked (over [`BrowserReuse::max_pss_mib`] it is ended) and the next call's context
+//! made with its blank page, the session switched to it (ChromeDriver takes most of a
+//! context's cost there), then it goes back to the idle list. Ending a browser closes
+//! its session, stops ChromeDriver and every Chromium process, removes its profile.
+//! [`WarmBrowsers::close`] ends them all (a server told to stop); a browser still
+//! leased, or being readied, then is ended when that is done.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fantoccini::Client;
 use fantoccini::wd::{TimeoutConfiguration, WindowHandle};
+use tokio::sync::Notify;
 
 use super::browser::{Browser, BrowserError, CLOSE_TIMEOUT};
 use super::cdp::Cdp;
 use super::config::BrowserConfig;
-use super::context::{CONTEXT_COMMAND_LIMIT, sweep};
+use super::context::{CONTEXT_COMMAND_LIMIT, CallContext, sweep};
 use super::memory::tree_pss_mib;
 
 /// When a warm browser is replaced by a fresh one, besides when it died or stopped
@@ -54,6 +59,32 @@ impl Default for BrowserReuse {
     }
 }
 
+/// What decides whether a browser serves another call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// The last call found it dead or not answering.
+    pub(crate) lost: bool,
+    /// The server is stopping.
+    pub(crate) closed: bool,
+    /// The calls it has served.
+    pub(crate) calls: u32,
+    /// The summed `Pss` of its process tree, when measured.
+    pub(crate) pss_mib: Option<u64>,
+}
+
+impl Verdict {
+    /// Whether the browser may serve another call under `reuse`: never once lost, once
+    /// the server is stopping, at its call bound or over its memory bound.
+    pub(crate) fn keeps(self, reuse: BrowserReuse) -> bool {
+        !self.lost
+            && !self.closed
+            && self.calls < reuse.max_calls
+            && self
+                .pss_mib
+                .is_none_or(|mib| mib <= u64::from(reuse.max_pss_mib))
+    }
+}
+
 /// One warm browser: the running browser, its DevTools connection, the session's own
 /// page (where the session waits between calls) and the calls it has served.
 #[derive(Debug)]
@@ -61,6 +92,9 @@ pub(crate) struct WarmBrowser {
     pub(crate) browser: Browser,
     pub(crate) cdp: Cdp,
     pub(crate) home: WindowHandle,
+    /// The next call's context, made when the browser was readied (the session already
+    /// on its blank page); no page has been opened in it.
+    ready: Option<CallContext>,
     calls: u32,
 }
 
@@ -80,6 +114,7 @@ impl WarmBrowser {
                 browser,
                 cdp,
                 home,
+                ready: None,
                 calls: 0,
             }),
             Err(e) => {
@@ -104,6 +139,12 @@ impl WarmBrowser {
         Ok((cdp, home))
     }
 
+    /// The context readied for this call, if there is one (then the session is on its
+    /// page).
+    pub(crate) fn take_ready(&mut self) -> Option<CallContext> {
+        self.ready.take()
+    }
+
     /// Ends the browser: the session closed, the driver and every browser process
     /// stopped, the profile removed.
     async fn end(mut self, close_limit: Duration) -> Result<(), String> {
@@ -116,6 +157,9 @@ impl WarmBrowser {
 pub(crate) struct WarmBrowsers {
     reuse: BrowserReuse,
     idle: Mutex<Vec<WarmBrowser>>,
+    /// Browsers being readied in the background, and the signal each sends when done.
+    readying: AtomicUsize,
+    readied: Notify,
     closed: AtomicBool,
 }
 
@@ -124,6 +168,8 @@ impl WarmBrowsers {
         WarmBrowsers {
             reuse,
             idle: Mutex::new(Vec::new()),
+            readying: AtomicUsize::new(0),
+            readied: Notify::new(),
             closed: AtomicBool::new(false),
         }
     }
@@ -135,19 +181,45 @@ impl WarmBrowsers {
             .pop()
     }
 
+    fn put_idle(&self, warm: WarmBrowser) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(warm);
+    }
+
+    /// An idle browser; when none is idle but one is being readied, waits for it
+    /// (at most [`CONTEXT_COMMAND_LIMIT`]).
+    async fn next_idle(&self) -> Option<WarmBrowser> {
+        let until = tokio::time::Instant::now() + CONTEXT_COMMAND_LIMIT;
+        loop {
+            let readied = self.readied.notified();
+            if let Some(warm) = self.take_idle() {
+                return Some(warm);
+            }
+            if self.readying.load(Ordering::SeqCst) == 0 {
+                return None;
+            }
+            if tokio::time::timeout_at(until, readied).await.is_err() {
+                return self.take_idle();
+            }
+        }
+    }
+
     /// A browser for one call whose page scripts may run `script_timeout`: an idle one
     /// with no context left in it, or a new one.
     pub(crate) async fn lease(
-        &self,
+        self: &Arc<Self>,
         config: &BrowserConfig,
         script_timeout: Duration,
     ) -> Result<Lease<'_>, BrowserError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(BrowserError::Start("the server is stopping".to_owned()));
         }
-        while let Some(warm) = self.take_idle() {
+        while let Some(warm) = self.next_idle().await {
             let ready = async {
-                sweep(&warm.cdp).await?;
+                let keep = warm.ready.as_ref().map(CallContext::id);
+                sweep(&warm.cdp, keep).await?;
                 let timeouts = TimeoutConfiguration::new(
                     Some(script_timeout),
                     Some(config.page_load_timeout),
@@ -170,42 +242,91 @@ impl WarmBrowsers {
         Ok(self.leased(warm))
     }
 
-    fn leased(&self, warm: WarmBrowser) -> Lease<'_> {
+    fn leased(self: &Arc<Self>, warm: WarmBrowser) -> Lease<'_> {
         Lease {
             pool: self,
             warm: Some(warm),
         }
     }
 
-    /// Takes a browser back after a call: idle again, or ended when the call lost it,
-    /// the server is stopping, or it reached a bound of [`BrowserReuse`].
+    /// Takes a browser back after a call (its context disposed of): ended when the
+    /// call lost it, the server is stopping, or it served [`BrowserReuse::max_calls`];
+    /// otherwise readied for the next call in the background ([`WarmBrowsers::ready`]).
     async fn give_back(
-        &self,
+        self: &Arc<Self>,
         mut warm: WarmBrowser,
         lost: bool,
         close_limit: Duration,
     ) -> Result<(), String> {
         warm.calls = warm.calls.saturating_add(1);
-        let worn = warm.calls >= self.reuse.max_calls
-            || warm
-                .browser
-                .process_id()
-                .and_then(tree_pss_mib)
-                .is_some_and(|mib| mib > u64::from(self.reuse.max_pss_mib));
-        if lost || worn || self.closed.load(Ordering::SeqCst) {
+        let verdict = Verdict {
+            lost,
+            closed: self.closed.load(Ordering::SeqCst),
+            calls: warm.calls,
+            pss_mib: None,
+        };
+        if !verdict.keeps(self.reuse) {
             return warm.end(close_limit).await;
         }
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(warm);
+        self.readying.fetch_add(1, Ordering::SeqCst);
+        let pool = Arc::clone(self);
+        tokio::spawn(async move { pool.ready(warm).await });
         Ok(())
+    }
+
+    /// Readies a browser for the next call: its memory checked, the next call's
+    /// context made. A browser over its memory bound, one that cannot make a context
+    /// and every browser readied after [`WarmBrowsers::close`] is ended instead.
+    async fn ready(self: Arc<Self>, mut warm: WarmBrowser) {
+        // Reading every process's `smaps_rollup` is file work: off the runtime's threads.
+        let pss_mib = match warm.browser.process_id() {
+            Some(pid) => tokio::task::spawn_blocking(move || tree_pss_mib(pid))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        let verdict = Verdict {
+            lost: false,
+            closed: self.closed.load(Ordering::SeqCst),
+            calls: warm.calls,
+            pss_mib,
+        };
+        let mut keep = verdict.keeps(self.reuse);
+        if keep {
+            let opened = match warm.client() {
+                Ok(client) => CallContext::open(&warm.cdp, client).await,
+                Err(e) => Err(e),
+            };
+            match opened {
+                Ok(context) => warm.ready = Some(context),
+                Err(_) => keep = false,
+            }
+        }
+        if keep && !self.closed.load(Ordering::SeqCst) {
+            self.put_idle(warm);
+        } else {
+            let _ = warm.end(CLOSE_TIMEOUT).await;
+        }
+        self.readying.fetch_sub(1, Ordering::SeqCst);
+        self.readied.notify_waiters();
     }
 
     /// Ends every idle browser and refuses new leases; a browser still leased is ended
     /// when its call ends (or its lease is dropped).
     pub(crate) async fn close(&self) -> Result<(), String> {
         self.closed.store(true, Ordering::SeqCst);
+        // Browsers being readied are ended by their readying, which sees the flag;
+        // wait for that (bounded), so that none outlives the server.
+        let until = tokio::time::Instant::now() + CLOSE_TIMEOUT;
+        while self.readying.load(Ordering::SeqCst) > 0 {
+            let readied = self.readied.notified();
+            if self.readying.load(Ordering::SeqCst) == 0
+                || tokio::time::timeout_at(until, readied).await.is_err()
+            {
+                break;
+            }
+        }
         let idle: Vec<WarmBrowser> =
             std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
         let mut problems = Vec::new();
@@ -227,7 +348,7 @@ impl WarmBrowsers {
 /// which stops its driver with every browser process and removes its profile.
 #[derive(Debug)]
 pub(crate) struct Lease<'p> {
-    pool: &'p WarmBrowsers,
+    pool: &'p Arc<WarmBrowsers>,
     warm: Option<WarmBrowser>,
 }
 
@@ -236,6 +357,13 @@ impl Lease<'_> {
     pub(crate) fn warm(&self) -> Result<&WarmBrowser, BrowserError> {
         self.warm
             .as_ref()
+            .ok_or_else(|| BrowserError::Lost("the browser was given back".to_owned()))
+    }
+
+    /// The leased browser, to take its readied context.
+    pub(crate) fn warm_mut(&mut self) -> Result<&mut WarmBrowser, BrowserError> {
+        self.warm
+            .as_mut()
             .ok_or_else(|| BrowserError::Lost("the browser was given back".to_owned()))
     }
 
@@ -255,11 +383,7 @@ impl Drop for Lease<'_> {
         if let Some(warm) = self.warm.take()
             && !self.pool.closed.load(Ordering::SeqCst)
         {
-            self.pool
-                .idle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(warm);
+            self.pool.put_idle(warm);
         }
     }
 }
