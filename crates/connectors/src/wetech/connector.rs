@@ -241,7 +241,34 @@ struct Progress {
     querying: AtomicBool,
 }
 
+/// With a deadline, what of the cleanup reserve the browser's close (a session's, or a
+/// context's disposal) may wait for.
+fn close_limit(deadline: &Deadline) -> Duration {
+    match deadline.remaining() {
+        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
+        None => CLOSE_TIMEOUT,
+    }
+}
+
 impl Progress {
+    /// The outcome of a call's `steps` run within `work`; cut off, the typed timeout of
+    /// `deadline` for where the call was.
+    async fn within(
+        &self,
+        work: &Deadline,
+        deadline: &Deadline,
+        steps: impl Future<Output = Result<Answer, Box<Failure>>>,
+    ) -> Result<Answer, Box<Failure>> {
+        match work.run(steps).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Box::new(deadline_failure(
+                Provider::Wetech,
+                deadline,
+                self.cut_off(),
+            ))),
+        }
+    }
+
     fn cut_off(&self) -> CutOff {
         if self.querying.load(Ordering::SeqCst) {
             CutOff::DuringQuery
@@ -274,21 +301,9 @@ async fn run(
             .map_err(|e| browser_failure(&e, redactor))?;
         drive(config, &browser, query, scope, prepared, &work, &progress).await
     };
-    let outcome = match work.run(steps).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(Box::new(deadline_failure(
-            Provider::Wetech,
-            deadline,
-            progress.cut_off(),
-        ))),
-    };
-    // With a deadline, the session's close is waited for only as long as the reserve
-    // allows; the driver's process group is stopped either way.
-    let close_limit = match deadline.remaining() {
-        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
-        None => CLOSE_TIMEOUT,
-    };
-    let cleanup = browser.shutdown(close_limit).await;
+    let outcome = progress.within(&work, deadline, steps).await;
+    // The driver's process group is stopped whatever the close waited for.
+    let cleanup = browser.shutdown(close_limit(deadline)).await;
     finish_cleanup(outcome, cleanup)
 }
 
@@ -342,21 +357,11 @@ async fn run_warm(
         )
         .await
     };
-    let outcome = match work.run(steps).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(Box::new(deadline_failure(
-            Provider::Wetech,
-            deadline,
-            progress.cut_off(),
-        ))),
-    };
+    let outcome = progress.within(&work, deadline, steps).await;
     let Some(lease) = lease else {
         return outcome;
     };
-    let close_limit = match deadline.remaining() {
-        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
-        None => CLOSE_TIMEOUT,
-    };
+    let close_limit = close_limit(deadline);
     let mut lost = outcome
         .as_ref()
         .is_err_and(|f| f.error.code == Code::WetechBrowserLost.code());

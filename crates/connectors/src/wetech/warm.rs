@@ -387,3 +387,32 @@ impl Drop for Lease<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Security rule 59: a browser a call lost, one at its call bound or over its
+        /// memory bound, and every browser of a stopping server never serves another
+        /// call; any other does.
+        #[test]
+        fn a_browser_lost_worn_or_of_a_stopping_server_never_serves_again(
+            lost in any::<bool>(),
+            closed in any::<bool>(),
+            calls in 0u32..3000,
+            pss_mib in proptest::option::of(0u64..5000),
+            max_calls in 1u32..2000,
+            max_pss_mib in 1u32..4000,
+        ) {
+            let reuse = BrowserReuse { max_calls, max_pss_mib };
+            let verdict = Verdict { lost, closed, calls, pss_mib };
+            let over_memory = pss_mib.is_some_and(|m| m > u64::from(max_pss_mib));
+            let expected = !lost && !closed && calls < max_calls && !over_memory;
+            prop_assert_eq!(verdict.keeps(reuse), expected);
+        }
+    }
+}

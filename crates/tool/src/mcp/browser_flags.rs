@@ -14,6 +14,13 @@ pub const BROWSER_MAX_CALLS_FLAG: &str = "--browser-max-calls";
 /// replaced after the call that found it (default [`BrowserReuse::DEFAULT_MAX_PSS_MIB`]).
 pub const BROWSER_MAX_PSS_FLAG: &str = "--browser-max-pss-mib";
 
+/// A browser flag without a usable value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag} needs a whole number above zero")]
+pub struct BrowserFlagsError {
+    flag: String,
+}
+
 /// The warm browser's bounds as the command line gave them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BrowserFlags {
@@ -25,7 +32,7 @@ impl BrowserFlags {
     /// Takes the browser flags and their values out of `args` (wherever they stand);
     /// the rest stays in order. A value that is not a whole number above zero is a
     /// usage error.
-    pub fn take_from(args: &mut Vec<OsString>) -> Result<Self, String> {
+    pub fn take_from(args: &mut Vec<OsString>) -> Result<Self, BrowserFlagsError> {
         let mut flags = BrowserFlags::default();
         let mut rest = Vec::with_capacity(args.len());
         let mut iter = std::mem::take(args).into_iter();
@@ -39,7 +46,9 @@ impl BrowserFlags {
                 .next()
                 .and_then(|v| v.to_str()?.parse().ok())
                 .filter(|v| *v > 0)
-                .ok_or_else(|| format!("{name} needs a whole number above zero"))?;
+                .ok_or_else(|| BrowserFlagsError {
+                    flag: name.to_owned(),
+                })?;
             if name == BROWSER_MAX_CALLS_FLAG {
                 flags.reuse.max_calls = value;
             } else {

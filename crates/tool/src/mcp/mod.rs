@@ -34,7 +34,9 @@ mod server;
 mod session;
 mod tls;
 
-pub use browser_flags::{BROWSER_MAX_CALLS_FLAG, BROWSER_MAX_PSS_FLAG, BrowserFlags};
+pub use browser_flags::{
+    BROWSER_MAX_CALLS_FLAG, BROWSER_MAX_PSS_FLAG, BrowserFlags, BrowserFlagsError,
+};
 pub use environment::{PROCESS_BASICS, server_variables};
 pub use limits::{
     MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_INITIALIZE_BYTES, MAX_SESSIONS_FLAG,
