@@ -110,7 +110,8 @@ impl Env {
     }
 
     /// The Grafana pages of the one browser's DevTools endpoint, every context's (not the
-    /// session's own page, nor the blank page readied for the next call).
+    /// session's own page, nor the page readied for the next call, blank or on Grafana's
+    /// health page).
     fn pages(&self) -> usize {
         let profiles: Vec<_> = std::fs::read_dir(self.profiles.path())
             .unwrap()
@@ -151,7 +152,10 @@ impl Env {
         list.as_array()
             .unwrap()
             .iter()
-            .filter(|t| t["type"] == "page" && t["url"].as_str().unwrap().starts_with("http"))
+            .filter(|t| {
+                let url = t["url"].as_str().unwrap();
+                t["type"] == "page" && url.starts_with("http") && !url.ends_with("/api/health")
+            })
             .count()
     }
 

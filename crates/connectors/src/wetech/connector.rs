@@ -377,7 +377,8 @@ async fn run_warm(
         let limit = close_limit.max(Duration::from_millis(100));
         lost |= !matches!(tokio::time::timeout(limit, disposed).await, Ok(Ok(())));
     }
-    let cleanup = lease.release(lost, close_limit).await;
+    let first_page = url_of(config, "api/health").ok();
+    let cleanup = lease.release(lost, close_limit, first_page).await;
     finish_cleanup(outcome, cleanup)
 }
 

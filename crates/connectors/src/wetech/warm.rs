@@ -11,8 +11,10 @@
 //! call lost it or it has served [`BrowserReuse::max_calls`] calls; otherwise it is
 //! readied for the next call in the background (after the result has left): its memory
 //! checked (over [`BrowserReuse::max_pss_mib`] it is ended) and the next call's context
-//! made with its blank page, the session switched to it (ChromeDriver takes most of a
-//! context's cost there), then it goes back to the idle list. Ending a browser closes
+//! made, the session switched to its page (ChromeDriver takes most of a context's cost
+//! there) and that page opened on Grafana's health page, the first page a call opens
+//! (no storage state is in the context: the call adds it), then it goes back to the
+//! idle list. Ending a browser closes
 //! its session, stops ChromeDriver and every Chromium process, removes its profile.
 //! [`WarmBrowsers::close`] ends them all (a server told to stop); a browser still
 //! leased, or being readied, then is ended when that is done.
@@ -24,6 +26,7 @@ use std::time::Duration;
 use fantoccini::Client;
 use fantoccini::wd::{TimeoutConfiguration, WindowHandle};
 use tokio::sync::Notify;
+use url::Url;
 
 use super::browser::{Browser, BrowserError, CLOSE_TIMEOUT};
 use super::cdp::Cdp;
@@ -257,6 +260,7 @@ impl WarmBrowsers {
         mut warm: WarmBrowser,
         lost: bool,
         close_limit: Duration,
+        first_page: Option<Url>,
     ) -> Result<(), String> {
         warm.calls = warm.calls.saturating_add(1);
         let verdict = Verdict {
@@ -270,14 +274,14 @@ impl WarmBrowsers {
         }
         self.readying.fetch_add(1, Ordering::SeqCst);
         let pool = Arc::clone(self);
-        tokio::spawn(async move { pool.ready(warm).await });
+        tokio::spawn(async move { pool.ready(warm, first_page).await });
         Ok(())
     }
 
     /// Readies a browser for the next call: its memory checked, the next call's
     /// context made. A browser over its memory bound, one that cannot make a context
     /// and every browser readied after [`WarmBrowsers::close`] is ended instead.
-    async fn ready(self: Arc<Self>, mut warm: WarmBrowser) {
+    async fn ready(self: Arc<Self>, mut warm: WarmBrowser, first_page: Option<Url>) {
         // Reading every process's `smaps_rollup` is file work: off the runtime's threads.
         let pss_mib = match warm.browser.process_id() {
             Some(pid) => tokio::task::spawn_blocking(move || tree_pss_mib(pid))
@@ -299,7 +303,13 @@ impl WarmBrowsers {
                 Err(e) => Err(e),
             };
             match opened {
-                Ok(context) => warm.ready = Some(context),
+                Ok(context) => {
+                    // Best effort: a page that did not load is opened again by the call.
+                    if let (Some(url), Ok(client)) = (&first_page, warm.client()) {
+                        let _ = client.goto(url.as_str()).await;
+                    }
+                    warm.ready = Some(context);
+                }
                 Err(_) => keep = false,
             }
         }
@@ -370,9 +380,21 @@ impl Lease<'_> {
     /// Gives the browser back after the call (see [`WarmBrowsers`]); `lost` when the call
     /// found it dead or not answering. The error says what of an ended browser could not
     /// be cleaned up.
-    pub(crate) async fn release(mut self, lost: bool, close_limit: Duration) -> Result<(), String> {
+    ///
+    /// `first_page` is the page the next call opens first (Grafana's health page): the
+    /// readied context's page is opened there already, without any storage state.
+    pub(crate) async fn release(
+        mut self,
+        lost: bool,
+        close_limit: Duration,
+        first_page: Option<Url>,
+    ) -> Result<(), String> {
         match self.warm.take() {
-            Some(warm) => self.pool.give_back(warm, lost, close_limit).await,
+            Some(warm) => {
+                self.pool
+                    .give_back(warm, lost, close_limit, first_page)
+                    .await
+            }
             None => Ok(()),
         }
     }
