@@ -77,8 +77,10 @@ def built(debug: bool, provider: str) -> tuple[str, str]:
     subprocess.run([part.format(profile=tool_profile, provider=provider) for part in TOOL_BUILD],
                    cwd=ROOT, check=True)
     subprocess.run([part.format(profile=profile) for part in FIXTURE_BUILD], cwd=ROOT, check=True)
-    return (str(ROOT / TOOL_BINARY.format(dir=tool_dir, provider=provider)),
-            str(ROOT / FIXTURE_BINARY.format(dir=folder)))
+    # Under $CARGO_TARGET_DIR when it is set, as cargo builds them.
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return (str(target / TOOL_BINARY.format(dir=tool_dir, provider=provider).removeprefix("target/")),
+            str(target / FIXTURE_BINARY.format(dir=folder).removeprefix("target/")))
 
 
 def children(pid: int) -> list[int]:

@@ -72,7 +72,20 @@ pub trait Connector: Send + Sync {
         self.call_within(request, config, secrets, &Deadline::none())
             .await
     }
+
+    /// Ends what the connector keeps between calls: a server calls it once, when it is
+    /// told to stop, after which calls fail. Nothing for a connector that keeps nothing
+    /// (the default); Wetech's warm browser is closed, its processes stopped and its
+    /// profile removed.
+    async fn close(&self) -> Result<(), CloseError> {
+        Ok(())
+    }
 }
+
+/// What a connector kept between calls could not be cleaned up ([`Connector::close`]).
+#[derive(Debug, thiserror::Error)]
+#[error("what the connector kept between calls could not be cleaned up: {0}")]
+pub struct CloseError(pub String);
 
 /// One allowlist entry: an exact host and, optionally, an exact port.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -15,7 +15,7 @@ mod tls;
 pub mod wetech;
 
 pub use clinic::{ClinicConfig, ClinicConnector, ClinicSecrets};
-pub use connector::{Connector, HostAllowlist};
+pub use connector::{CloseError, Connector, HostAllowlist};
 pub use deadline::{
     CutOff, Deadline, DeadlinePassed, NARROWER_MAY_HELP, NARROWER_WILL_NOT_HELP, deadline_failure,
 };
@@ -37,7 +37,9 @@ pub mod limits {
     };
 }
 #[cfg(feature = "wetech")]
-pub use wetech::{BrowserConfig, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets};
+pub use wetech::{
+    BrowserConfig, BrowserReuse, WebDriverEndpoint, WetechConfig, WetechConnector, WetechSecrets,
+};
 
 /// Items that exist for tests and benches. Not part of the stable interface: they may
 /// change or go away in any release.

@@ -191,6 +191,12 @@ impl ChromeDriver {
         guard.as_mut().and_then(|c| c.try_wait().ok().flatten())
     }
 
+    /// The driver's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        let guard = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().map(Child::id)
+    }
+
     /// The WebDriver URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::TestSupportError;
 use crate::fixtures::{GRAFANA_SESSION_COOKIE_NAME, GRAFANA_SESSION_COOKIE_VALUE};
 use crate::front::{FaultControl, RecordedRequest, RequestLog, Server, Upstream, json_error};
+use crate::isolation_probe::{IsolationProbe, service_worker};
 
 /// What `/api/health` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,6 +56,7 @@ struct GrafanaState {
     faults: FaultControl,
     page_stalled: AtomicBool,
     proxy_cookies: Mutex<Vec<Vec<(String, String)>>>,
+    probe: IsolationProbe,
 }
 
 /// **Test front** standing in for Grafana, which is not packaged here. It serves a login
@@ -116,17 +118,34 @@ impl GrafanaFront {
             faults: FaultControl::default(),
             page_stalled: AtomicBool::new(false),
             proxy_cookies: Mutex::new(Vec::new()),
+            probe: IsolationProbe::default(),
         });
-        let router = Router::new()
-            .route("/login", get(login_page))
-            .route("/api/health", get(health))
-            .route(
-                "/api/datasources/proxy/uid/{uid}/{*rest}",
-                any(datasource_proxy),
-            )
-            .route("/api/{*rest}", any(other_api))
-            .fallback(html_route)
-            .with_state(state.clone());
+        let router =
+            Router::new()
+                .route("/login", get(login_page))
+                .route("/api/health", get(health))
+                .route(
+                    "/api/datasources/proxy/uid/{uid}/{*rest}",
+                    any(datasource_proxy),
+                )
+                .route("/api/{*rest}", any(other_api))
+                .route(
+                    "/isolation-report",
+                    axum::routing::post(
+                        |State(state): State<Arc<GrafanaState>>, body: Bytes| async move {
+                            state.probe.report(&body)
+                        },
+                    ),
+                )
+                .route(
+                    "/isolation-gate",
+                    get(|State(state): State<Arc<GrafanaState>>| async move {
+                        state.probe.gate().await
+                    }),
+                )
+                .route("/isolation-sw.js", get(|| async { service_worker() }))
+                .fallback(html_route)
+                .with_state(state.clone());
         let log = RequestLog::default();
         let server = Server::start(router, log.clone()).await?;
         Ok(GrafanaFront { server, state, log })
@@ -176,6 +195,20 @@ impl GrafanaFront {
     /// HTML at once, then one byte every half second, forever.
     pub fn set_page_stalled(&self, stalled: bool) {
         self.state.page_stalled.store(stalled, Ordering::SeqCst);
+    }
+
+    /// Serves the isolation probe as the home page (`crate::isolation_probe`): each
+    /// visit reports what an earlier page left (names only) and plants a cookie, a
+    /// `localStorage`, a `sessionStorage`, an IndexedDB, a Cache Storage entry, a service
+    /// worker and a named window of its own.
+    pub fn set_isolation_probe(&self, on: bool) {
+        self.state.probe.set_on(on);
+    }
+
+    /// The probe's reports so far, in order of arrival: `{visit, cookies, local,
+    /// session, indexeddb, caches, workers, window, broadcast, planted}`.
+    pub fn isolation_reports(&self) -> Vec<serde_json::Value> {
+        self.state.probe.reports()
     }
 
     /// When true, a valid session gets 403 on API and proxy routes.
@@ -393,6 +426,9 @@ async fn html_route(State(state): State<Arc<GrafanaState>>, headers: HeaderMap) 
             b"<!DOCTYPE html><html><head><title>Home - Grafana</title></head><body>",
             std::time::Duration::from_millis(500),
         );
+    }
+    if state.probe.is_on() {
+        return state.probe.page();
     }
     (
         StatusCode::OK,

@@ -6,6 +6,7 @@ mod error;
 mod fixtures;
 mod front;
 mod grafana;
+mod isolation_probe;
 mod large;
 mod manus;
 pub mod model;

@@ -9,18 +9,20 @@ use std::process::ExitCode;
 use crate::entry::run_entrypoint;
 use crate::log::LOG_FORMAT_FLAG;
 use crate::mcp::{
-    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, ENVELOPES_ON_MCP_PORT_FLAG, ENVELOPES_PATH, HttpListen,
-    HttpListenError, MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_SESSIONS_FLAG,
-    MAX_SESSIONS_PER_PEER_FLAG, MAX_STREAMS_FLAG, MAX_STREAMS_PER_SESSION_FLAG, MCP_FLAG,
-    MCP_HTTP_FLAG, MCP_HTTP_PATH, McpTransport, OPERATOR_FLAG, SESSION_IDLE_FLAG, TLS_CERT_FLAG,
-    TLS_KEY_FLAG, serve_mcp,
+    ALLOW_HOST_FLAG, ALLOW_ORIGIN_FLAG, BROWSER_MAX_CALLS_FLAG, BROWSER_MAX_PSS_FLAG, BrowserFlags,
+    ENVELOPES_ON_MCP_PORT_FLAG, ENVELOPES_PATH, HttpListen, HttpListenError, MAX_CONNECTIONS_FLAG,
+    MAX_CONNECTIONS_PER_PEER_FLAG, MAX_SESSIONS_FLAG, MAX_SESSIONS_PER_PEER_FLAG, MAX_STREAMS_FLAG,
+    MAX_STREAMS_PER_SESSION_FLAG, MCP_FLAG, MCP_HTTP_FLAG, MCP_HTTP_PATH, McpTransport,
+    OPERATOR_FLAG, SESSION_IDLE_FLAG, TLS_CERT_FLAG, TLS_KEY_FLAG, serve_mcp,
 };
+use crate::tool_kind::Tool;
 use crate::tools::PackageTool;
 
 /// The usage text of the binary `name`.
 fn usage(name: &str) -> String {
     // The description under the HTTP form starts where those of the forms above do.
     let pad = " ".repeat(name.len() + 12);
+    let warm = warm_usage(name);
     format!(
         "usage: {name}            (tool-sandbox entrypoint: arguments on stdin)\n       \
          {name} {MCP_FLAG}      (MCP server over stdio)\n       \
@@ -33,7 +35,20 @@ fn usage(name: &str) -> String {
          {pad}(MCP server over Streamable HTTP at http(s)://IP:PORT{MCP_HTTP_PATH}, envelope\n       \
          {pad}deliveries at {ENVELOPES_PATH} of the {OPERATOR_FLAG} listener; plain HTTP on\n       \
          {pad}loopback IPs only, any other IP needs TLS; the bounds and their defaults:\n       \
-         {pad}docs/reference/mcp-servers.md#bounds)"
+         {pad}docs/reference/mcp-servers.md#bounds){warm}"
+    )
+}
+
+/// The warm browser's flags, in the usage of `wetech-tool` only.
+fn warm_usage(name: &str) -> String {
+    if name != Tool::Wetech.binary_name() {
+        return String::new();
+    }
+    let pad = " ".repeat(name.len() + 12);
+    format!(
+        "\n       {pad}{MCP_FLAG} or {MCP_HTTP_FLAG} ... also take [{BROWSER_MAX_CALLS_FLAG} N] \
+         [{BROWSER_MAX_PSS_FLAG} MIB]\n       \
+         {pad}(the warm browser's bounds: docs/reference/mcp-servers.md#the-warm-wetech-browser)"
     )
 }
 
@@ -46,14 +61,33 @@ fn usage(name: &str) -> String {
 /// connector's code.
 pub fn run_tool_binary<T: PackageTool>() -> ExitCode {
     // `args_os`: an argument that is not Unicode is a usage error, never a panic.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let name = T::TOOL.binary_name();
+    // The warm browser's flags: only `wetech-tool`'s servers keep a browser.
+    let serving = args
+        .first()
+        .is_some_and(|f| f.as_os_str() == MCP_FLAG || f.as_os_str() == MCP_HTTP_FLAG);
+    let browser = match BrowserFlags::take_from(&mut args) {
+        Ok(flags) if flags.given() && !(serving && T::TOOL == Tool::Wetech) => {
+            eprintln!(
+                "{name}: {BROWSER_MAX_CALLS_FLAG} and {BROWSER_MAX_PSS_FLAG} are for \
+                 wetech-tool's servers ({MCP_FLAG}, {MCP_HTTP_FLAG})\n{}",
+                usage(name)
+            );
+            return ExitCode::from(2);
+        }
+        Ok(flags) => flags,
+        Err(e) => {
+            eprintln!("{name}: {e}\n{}", usage(name));
+            return ExitCode::from(2);
+        }
+    };
     match args.as_slice() {
         [] => run_entrypoint::<T>(),
-        [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(McpTransport::Stdio),
+        [flag] if flag.as_os_str() == MCP_FLAG => serve_mcp::<T>(McpTransport::Stdio, browser),
         [flag, rest @ ..] if flag.as_os_str() == MCP_HTTP_FLAG => {
             match HttpListen::from_args(rest) {
-                Ok(listen) => serve_mcp::<T>(McpTransport::Http(Box::new(listen))),
+                Ok(listen) => serve_mcp::<T>(McpTransport::Http(Box::new(listen)), browser),
                 Err(
                     refused @ (HttpListenError::NotLoopback(_)
                     | HttpListenError::OperatorNotLoopback(_)),

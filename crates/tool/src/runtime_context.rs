@@ -176,6 +176,8 @@ pub struct RuntimeContext {
     config: BTreeMap<String, Supplied<String>>,
     audit_log: Option<PathBuf>,
     turn_ledger: Supplied<TurnLedger>,
+    /// Set by a long-running server: a Wetech browser is kept between its calls.
+    warm_browser: Option<evidence_connectors::BrowserReuse>,
 }
 
 impl std::fmt::Debug for RuntimeContext {
@@ -208,6 +210,7 @@ impl RuntimeContext {
             config: BTreeMap::new(),
             audit_log: None,
             turn_ledger: Supplied::Missing,
+            warm_browser: None,
         }
     }
 
@@ -412,6 +415,17 @@ impl RuntimeContext {
     /// an envelope of the context. Refused when the context names an envelope file
     /// (`EVIDENCE_TRUSTED_CONTEXT`): one envelope for every client that reaches the port
     /// is what sessions replace.
+    /// A long-running server serves under this context: a Wetech browser is kept
+    /// between calls, replaced as `reuse` says.
+    pub(crate) fn serve_warm(&mut self, reuse: evidence_connectors::BrowserReuse) {
+        self.warm_browser = Some(reuse);
+    }
+
+    /// The bounds of the warm browser, when a server serves under this context.
+    pub(crate) fn warm_browser(&self) -> Option<evidence_connectors::BrowserReuse> {
+        self.warm_browser
+    }
+
     pub(crate) fn serve_sessions(&mut self) -> Result<(), RuntimeFailure> {
         if !matches!(self.envelope, Supplied::Missing) {
             return Err(RuntimeFailure::new(

@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use evidence_connectors::{CutOff, Deadline};
+use evidence_connectors::{Connector as _, CutOff, Deadline};
 use evidence_materialize::TurnLimits;
 use evidence_package::Traceparent;
 use evidence_package::{
@@ -159,6 +159,15 @@ impl<T: PackageTool> Sandbox<T> {
     /// The package this sandbox serves, as hashed when it was loaded.
     pub fn package(&self) -> &Package {
         &self.package
+    }
+
+    /// Ends what the connector keeps between calls (the Wetech server's warm browser:
+    /// its processes stopped, its profile removed); the sandbox's calls fail after it.
+    pub async fn close(&self) -> Result<(), evidence_connectors::CloseError> {
+        match &self.transport {
+            Ok(transport) => transport.connector.close().await,
+            Err(_) => Ok(()),
+        }
     }
 
     /// The runtime context it runs under.

@@ -213,8 +213,13 @@ impl PackageTool for WetechTool {
         let config =
             WetechConfig::new(grafana, allowlist(package)?, browser).with_limits(limits(package));
         let secrets = WetechSecrets::new(secret(context, WetechSecrets::STORAGE_STATE_ENV)?);
+        // A server keeps its browser warm between calls; a one-shot call starts its own.
+        let connector = match context.warm_browser() {
+            Some(reuse) => WetechConnector::warm(reuse),
+            None => WetechConnector::new(),
+        };
         Ok(Transport {
-            connector: WetechConnector::new(),
+            connector,
             config,
             secrets,
         })

@@ -511,3 +511,159 @@ proptest! {
         });
     }
 }
+
+/// The processes below `root` (children, their children, ...), with their command lines.
+fn descendants(root: u32) -> Vec<(u32, String)> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+            let state = rest.next()?;
+            (state != "Z").then_some((pid, rest.next()?.parse().ok()?))
+        })
+        .collect();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    tree.into_iter()
+        .skip(1)
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        })
+        .collect()
+}
+
+/// `wetech-tool --mcp-http` keeps one browser warm: calls of one protocol session and of
+/// another (each session its own token and envelope) run in the same browser, each in a
+/// browser context of its own, and the landing page of each finds nothing an earlier
+/// call's page set (the Grafana front's isolation probe: cookie, localStorage,
+/// sessionStorage, IndexedDB, Cache Storage, service worker, named window, broadcast
+/// channel). SIGTERM ends the server with its browser: no process of it is left, and
+/// no profile folder.
+#[tokio::test]
+async fn wetech_server_keeps_one_browser_warm_and_leaves_nothing_at_sigterm() {
+    let _slot = BrowserSlot::acquire().await;
+    let env = Env::start().await;
+    env.grafana.set_isolation_probe(true);
+    let server = HttpServer::start(
+        &entrypoint(&env.package),
+        &http_env(&env.env(&which("chromedriver"))),
+    );
+    let here = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let package = "managed_auto_oncall_wetech";
+    let session = |policy_id: &str| {
+        let token = evidence_policy::SessionToken::mint();
+        let extra = json!({"policy_id": policy_id,
+                           "wetech_query_ids": ["tidb_cpu", "session_canary"],
+                           "wetech_datasource": GrafanaFront::DATASOURCE_UID,
+                           "limits": limits(1)});
+        let policy = session_policy_of("wetech", package, &token, extra);
+        let (status, answer) = server.deliver(&sign_session(&env.package, &policy), None);
+        assert_eq!(status, 200, "{answer}");
+        token
+    };
+    let (first, second) = (session("pol-warm-1"), session("pol-warm-2"));
+    // The canary's answer carries the session cookie's value: the output guard still
+    // blocks it (and that stops the first session's turn).
+    let calls = [
+        (
+            &first,
+            json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores"}),
+            "ok",
+        ),
+        (
+            &first,
+            json!({"queryId": "session_canary", "expr": SESSION_CANARY.expr, "unit": "sessions"}),
+            "output_blocked",
+        ),
+        (
+            &second,
+            json!({"queryId": "tidb_cpu", "expr": TIDB_CPU.expr, "unit": "cores"}),
+            "ok",
+        ),
+    ];
+    let mut browsers = Vec::new();
+    for (token, args, expected) in calls {
+        let id = support::raw::open_session(server.addr, here).await;
+        let reply =
+            support::raw::call_tool(server.addr, here, &id, Some(token.expose()), package, args)
+                .await;
+        let details = &reply.message()["result"]["structuredContent"];
+        let outcome = details["error"]["code"].as_str().unwrap_or("ok");
+        assert_eq!(outcome, expected, "{:?}", reply.message());
+        let text = reply.message().to_string();
+        assert!(!text.contains(GRAFANA_SESSION_COOKIE_VALUE), "{text}");
+        let chrome: Vec<_> = descendants(server.child.id())
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("--user-data-dir=") && !cmd.contains("--type="))
+            .collect();
+        assert_eq!(chrome.len(), 1, "one warm browser: {chrome:?}");
+        browsers.push(chrome[0].clone());
+    }
+    assert!(browsers.iter().all(|b| *b == browsers[0]), "{browsers:?}");
+    let reports = env.grafana.isolation_reports();
+    assert_eq!(reports.len(), 3);
+    for report in &reports {
+        let listed = |field: &str| report[field].as_array().unwrap().clone();
+        for field in ["session", "indexeddb", "caches", "workers", "broadcast"] {
+            assert!(
+                listed(field).is_empty(),
+                "{field} left by an earlier call: {report}"
+            );
+        }
+        for field in ["cookies", "local"] {
+            assert!(
+                listed(field)
+                    .iter()
+                    .all(|n| !n.as_str().unwrap().starts_with("planted_")),
+                "{field} left by an earlier call: {report}"
+            );
+        }
+        assert_eq!(report["window"], Value::Null, "{report}");
+        assert_eq!(
+            report["planted"],
+            json!(["indexeddb", "cache", "worker", "window"])
+        );
+    }
+
+    let profile = browsers[0]
+        .1
+        .split_whitespace()
+        .find_map(|a| a.strip_prefix("--user-data-dir="))
+        .map(PathBuf::from)
+        .unwrap();
+    assert!(profile.exists());
+    let tree: Vec<u32> = descendants(server.child.id())
+        .iter()
+        .map(|(p, _)| *p)
+        .collect();
+    assert!(!tree.is_empty());
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    let alive: Vec<_> = tree
+        .iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+        })
+        .collect();
+    assert!(alive.is_empty(), "processes left after SIGTERM: {alive:?}");
+    assert!(
+        !profile.exists(),
+        "profile left after SIGTERM: {}",
+        profile.display()
+    );
+    assert!(!profile.parent().unwrap().exists(), "{}", profile.display());
+}

@@ -438,6 +438,32 @@ impl Browser {
         self.launched.as_ref()
     }
 
+    /// The browser's own DevTools endpoint as the session reports it
+    /// (`goog:chromeOptions.debuggerAddress`, `host:port`), when it is on loopback.
+    pub(crate) fn debugger_address(&self) -> Option<String> {
+        let address = self
+            .client
+            .as_ref()?
+            .capabilities()?
+            .get("goog:chromeOptions")?
+            .get("debuggerAddress")?
+            .as_str()?;
+        let (host, port) = address.rsplit_once(':')?;
+        let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
+        (loopback && port.parse::<u16>().is_ok()).then(|| address.to_owned())
+    }
+
+    /// The browser process id as the session reports it (`goog:processID`).
+    pub(crate) fn process_id(&self) -> Option<u32> {
+        let pid = self
+            .client
+            .as_ref()?
+            .capabilities()?
+            .get("goog:processID")?
+            .as_u64()?;
+        u32::try_from(pid).ok()
+    }
+
     /// Closes the session (waiting at most `close_limit` for the driver: a session
     /// still busy with a page that never finishes loading is ended with the driver
     /// instead), stops a spawned driver and everything it started, and removes the

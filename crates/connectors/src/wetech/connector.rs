@@ -2,6 +2,7 @@
 //! a fresh Chromium through Grafana's datasource proxy.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -13,18 +14,20 @@ use secrecy::SecretString;
 use super::answer::query_evidence;
 use super::browser::{Browser, CLOSE_TIMEOUT, CommandFailure};
 use super::config::WetechConfig;
+use super::context::{CallContext, sweep};
 use super::failures::{browser_failure, command_failure, finish_cleanup};
 use super::grafana::*;
 use super::identity::BrowserIdentity;
 use super::page_fetch::{Fetched, Opened, PageRequest, SCRIPT_MARGIN, open, page_fetch};
 use super::storage::StorageState;
+use super::warm::{BrowserReuse, WarmBrowsers};
 use crate::codes::{Code, OriginCode};
 use crate::connector::{failed, finish, internal, single_query};
 use crate::prometheus::{
     Answer, Compaction, FORM_CONTENT_TYPE, METADATA_BODY_BYTES, QueryRange, RawResponse, Redactor,
     ResponseMapper, complete_metadata, metadata_url,
 };
-use crate::{Connector, ConnectorError, CutOff, Deadline, deadline_failure};
+use crate::{CloseError, Connector, ConnectorError, CutOff, Deadline, deadline_failure};
 
 /// The secrets injected into the Wetech tool sandbox.
 pub struct WetechSecrets {
@@ -73,13 +76,29 @@ struct Prepared {
 /// session is closed, the driver stopped and the profile removed on every path. The
 /// caller (the sandbox call of `evidence-tool`) guards the result; provider text is
 /// redacted with the storage state's values here.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WetechConnector;
+///
+/// [`WetechConnector::warm`] is the connector of a long-running server: one browser is
+/// kept between calls and each call runs in a browser context of its own (see
+/// [`BrowserReuse`]); [`Connector::close`] ends it.
+#[derive(Debug, Clone, Default)]
+pub struct WetechConnector {
+    warm: Option<Arc<WarmBrowsers>>,
+}
 
 impl WetechConnector {
-    /// The connector. It holds no state: everything comes with each call.
+    /// The connector of a one-shot call: a browser of its own for every call, ended
+    /// with the call.
     pub fn new() -> Self {
-        WetechConnector
+        WetechConnector { warm: None }
+    }
+
+    /// The connector of a long-running server: a warm browser kept between calls,
+    /// replaced as `reuse` says (and when it dies or stops answering), each call in a
+    /// fresh browser context disposed of before its result leaves.
+    pub fn warm(reuse: BrowserReuse) -> Self {
+        WetechConnector {
+            warm: Some(Arc::new(WarmBrowsers::new(reuse))),
+        }
     }
 
     /// Starts a browser exactly as a call does, opens Grafana's health page and reads
@@ -163,11 +182,22 @@ impl Connector for WetechConnector {
             );
             return failed(origin, query_id, digest, failure);
         }
-        let details = match run(config, query, &request.scope, &prepared, deadline).await {
+        let run = match &self.warm {
+            None => run(config, query, &request.scope, &prepared, deadline).await,
+            Some(warm) => run_warm(warm, config, query, &request.scope, &prepared, deadline).await,
+        };
+        let details = match run {
             Ok(answer) => answer.details(origin, query.query_id.clone(), query.request_digest),
             Err(failure) => Details::failure(origin, query_id, digest, *failure),
         };
         finish(details)
+    }
+
+    async fn close(&self) -> Result<(), CloseError> {
+        match &self.warm {
+            Some(warm) => warm.close().await.map_err(CloseError),
+            None => Ok(()),
+        }
     }
 }
 
@@ -211,7 +241,34 @@ struct Progress {
     querying: AtomicBool,
 }
 
+/// With a deadline, what of the cleanup reserve the browser's close (a session's, or a
+/// context's disposal) may wait for.
+fn close_limit(deadline: &Deadline) -> Duration {
+    match deadline.remaining() {
+        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
+        None => CLOSE_TIMEOUT,
+    }
+}
+
 impl Progress {
+    /// The outcome of a call's `steps` run within `work`; cut off, the typed timeout of
+    /// `deadline` for where the call was.
+    async fn within(
+        &self,
+        work: &Deadline,
+        deadline: &Deadline,
+        steps: impl Future<Output = Result<Answer, Box<Failure>>>,
+    ) -> Result<Answer, Box<Failure>> {
+        match work.run(steps).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Box::new(deadline_failure(
+                Provider::Wetech,
+                deadline,
+                self.cut_off(),
+            ))),
+        }
+    }
+
     fn cut_off(&self) -> CutOff {
         if self.querying.load(Ordering::SeqCst) {
             CutOff::DuringQuery
@@ -244,21 +301,84 @@ async fn run(
             .map_err(|e| browser_failure(&e, redactor))?;
         drive(config, &browser, query, scope, prepared, &work, &progress).await
     };
-    let outcome = match work.run(steps).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(Box::new(deadline_failure(
-            Provider::Wetech,
-            deadline,
-            progress.cut_off(),
-        ))),
+    let outcome = progress.within(&work, deadline, steps).await;
+    // The driver's process group is stopped whatever the close waited for.
+    let cleanup = browser.shutdown(close_limit(deadline)).await;
+    finish_cleanup(outcome, cleanup)
+}
+
+/// A call in a warm browser: leased (started when none is idle), a fresh browser
+/// context opened, the same steps as [`run`], the context disposed of and the browser
+/// given back (or ended, when the call lost it or it is worn out) within the cleanup
+/// reserve.
+async fn run_warm(
+    warm: &Arc<WarmBrowsers>,
+    config: &WetechConfig,
+    query: &LockedQuery,
+    scope: &ResolvedScope,
+    prepared: &Prepared,
+    deadline: &Deadline,
+) -> Result<Answer, Box<Failure>> {
+    let redactor = prepared.mapper.redactor();
+    let work = deadline.earlier_by(CLEANUP_RESERVE);
+    let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
+    let progress = Progress::default();
+    let mut lease = None;
+    let mut context = None;
+    let steps = async {
+        let leased = lease.insert(
+            warm.lease(&config.browser, script_timeout)
+                .await
+                .map_err(|e| browser_failure(&e, redactor))?,
+        );
+        // The context readied for this call after the last one, or a new one.
+        let ready = leased
+            .warm_mut()
+            .map_err(|e| browser_failure(&e, redactor))?
+            .take_ready();
+        let browser = leased.warm().map_err(|e| browser_failure(&e, redactor))?;
+        let client = browser
+            .client()
+            .map_err(|e| browser_failure(&e, redactor))?;
+        context = Some(match ready {
+            Some(ready) => ready,
+            None => CallContext::open(&browser.cdp, client)
+                .await
+                .map_err(|e| browser_failure(&e, redactor))?,
+        });
+        drive(
+            config,
+            &browser.browser,
+            query,
+            scope,
+            prepared,
+            &work,
+            &progress,
+        )
+        .await
     };
-    // With a deadline, the session's close is waited for only as long as the reserve
-    // allows; the driver's process group is stopped either way.
-    let close_limit = match deadline.remaining() {
-        Some(left) => left.saturating_sub(CLOSE_LIMIT_RESERVE),
-        None => CLOSE_TIMEOUT,
+    let outcome = progress.within(&work, deadline, steps).await;
+    let Some(lease) = lease else {
+        return outcome;
     };
-    let cleanup = browser.shutdown(close_limit).await;
+    let close_limit = close_limit(deadline);
+    let mut lost = outcome
+        .as_ref()
+        .is_err_and(|f| f.error.code == Code::WetechBrowserLost.code());
+    if let Ok(browser) = lease.warm() {
+        let disposed = async {
+            let client = browser.client()?;
+            match context {
+                Some(context) => context.dispose(&browser.cdp, client, &browser.home).await,
+                // Cut off while the context was made: whatever was made goes.
+                None => sweep(&browser.cdp, None).await.map(drop),
+            }
+        };
+        let limit = close_limit.max(Duration::from_millis(100));
+        lost |= !matches!(tokio::time::timeout(limit, disposed).await, Ok(Ok(())));
+    }
+    let first_page = url_of(config, "api/health").ok();
+    let cleanup = lease.release(lost, close_limit, first_page).await;
     finish_cleanup(outcome, cleanup)
 }
 

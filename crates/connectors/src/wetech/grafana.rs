@@ -51,7 +51,8 @@ pub(super) fn url_of(config: &WetechConfig, path: &str) -> Result<Url, Box<Failu
     })
 }
 
-/// Opens the health endpoint (readiness) and leaves the page on the Grafana origin.
+/// Opens the health endpoint (readiness; unless the page is there already) and leaves
+/// the page on the Grafana origin.
 pub(super) async fn open_health(
     config: &WetechConfig,
     client: &Client,
@@ -65,10 +66,14 @@ pub(super) async fn open_health(
             format!("Grafana's health endpoint {health} {detail}"),
         )
     };
-    goto(client, &health, redactor, |d| {
-        not_ready(format!("did not answer: {d}"))
-    })
-    .await?;
+    // A warm browser's readied page may be there already (opened without any storage
+    // state); the readiness itself is the fetch below, made now.
+    if client.current_url().await.ok().as_ref() != Some(&health) {
+        goto(client, &health, redactor, |d| {
+            not_ready(format!("did not answer: {d}"))
+        })
+        .await?;
+    }
     let fetched = page_fetch(client, &small_get(&health))
         .await
         .map_err(|f| command_failure(&f, redactor))?;

@@ -2,21 +2,26 @@
 
 mod answer;
 mod browser;
+mod cdp;
 mod config;
 mod connector;
+mod context;
 mod failures;
 mod frame;
 mod grafana;
 mod identity;
+mod memory;
 mod page_fetch;
 mod script;
 mod storage;
+mod warm;
 
 pub use browser::user_agent_for;
 pub use config::{BrowserConfig, DEFAULT_CHROMIUM_ARGS, WebDriverEndpoint, WetechConfig};
 pub use connector::{WetechConnector, WetechSecrets};
 pub use identity::{Brand, BrowserIdentity};
 pub use storage::StorageState;
+pub use warm::BrowserReuse;
 
 /// Starts a browser exactly as a Wetech call does, opens Grafana's health page and reads
 /// the browser's identity there (`navigator.userAgent`, the client hints), then closes

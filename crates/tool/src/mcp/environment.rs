@@ -12,6 +12,7 @@ use std::os::unix::process::CommandExt as _;
 
 use crate::ToolError;
 use crate::context::{CONTEXT_VARS, ContextVar, ReadBy, SECRET_FILE_VARS, takes_file_form};
+use crate::mcp::browser_flags::BrowserFlags;
 use crate::mcp::listen::McpTransport;
 use crate::secret_file::file_variable;
 use crate::tool_kind::Tool;
@@ -49,11 +50,12 @@ pub fn server_variables(tool: Tool) -> Vec<&'static str> {
 }
 
 /// Returns when the environment holds only [`server_variables`]; otherwise replaces
-/// the process by the same binary with the arguments of `transport` and only those
+/// the process by the same binary with the arguments of `transport` and `browser` and only those
 /// variables, and returns only when that fails.
 pub(crate) fn keep_only_own_variables(
     tool: Tool,
     transport: &McpTransport,
+    browser: BrowserFlags,
 ) -> Result<(), ToolError> {
     let kept = server_variables(tool);
     let is_kept = |name: &OsString| name.to_str().is_some_and(|name| kept.contains(&name));
@@ -64,6 +66,7 @@ pub(crate) fn keep_only_own_variables(
         .map_err(|e| ToolError::io("locate the running binary", "/proc/self/exe", e))?;
     let error = std::process::Command::new(&exe)
         .args(transport.to_args())
+        .args(browser.to_args())
         .env_clear()
         .envs(std::env::vars_os().filter(|(name, _)| is_kept(name)))
         .exec();

@@ -18,6 +18,7 @@
 //! (`EVIDENCE_TURN_LEDGER`): every call is admitted there by the turn rules first.
 
 mod bounded_sessions;
+mod browser_flags;
 mod connection;
 mod environment;
 mod fair_slots;
@@ -33,6 +34,9 @@ mod server;
 mod session;
 mod tls;
 
+pub use browser_flags::{
+    BROWSER_MAX_CALLS_FLAG, BROWSER_MAX_PSS_FLAG, BrowserFlags, BrowserFlagsError,
+};
 pub use environment::{PROCESS_BASICS, server_variables};
 pub use limits::{
     MAX_CONNECTIONS_FLAG, MAX_CONNECTIONS_PER_PEER_FLAG, MAX_INITIALIZE_BYTES, MAX_SESSIONS_FLAG,

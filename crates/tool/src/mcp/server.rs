@@ -54,6 +54,7 @@ use crate::ToolError;
 use crate::context::{POLICY_KEYS_ENV, SIGNING_KEY_ENV};
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::mcp::bounded_sessions::BoundedSessions;
+use crate::mcp::browser_flags::BrowserFlags;
 use crate::mcp::connection::{self, CallSeen, Listening, Seen};
 use crate::mcp::environment::keep_only_own_variables;
 use crate::mcp::fair_slots::FairSlots;
@@ -113,7 +114,12 @@ impl<T: PackageTool> Clone for PackageServer<T> {
 /// process keeps only its own variables (it re-executes itself, with the same
 /// transport, when it was started with others). The package folder must load at
 /// start: it is hashed then, once, and every call is verified against that digest.
-pub fn serve_mcp<T: PackageTool>(transport: McpTransport) -> ExitCode {
+///
+/// `browser` bounds the life of the browser `wetech-tool` keeps warm between calls (each
+/// call in a browser context of its own); the other tools keep none. Once serving ends
+/// (stdio closed, or the process told to stop), the warm browser is closed: its
+/// processes stopped and its profile removed.
+pub fn serve_mcp<T: PackageTool>(transport: McpTransport, browser: BrowserFlags) -> ExitCode {
     let name = T::TOOL.binary_name();
     let flag = transport.flag();
     // As the entrypoint does: a sandbox that holds the signing key runs nothing. Checked
@@ -126,14 +132,21 @@ pub fn serve_mcp<T: PackageTool>(transport: McpTransport) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    if let Err(e) = keep_only_own_variables(T::TOOL, &transport) {
+    if let Err(e) = keep_only_own_variables(T::TOOL, &transport, browser) {
         eprintln!("{name} {flag}: {e}");
         return ExitCode::FAILURE;
     }
-    block_on_to_exit(name, &format!("{name} {flag}"), serve::<T>(transport))
+    block_on_to_exit(
+        name,
+        &format!("{name} {flag}"),
+        serve::<T>(transport, browser),
+    )
 }
 
-async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError> {
+async fn serve<T: PackageTool>(
+    transport: McpTransport,
+    browser: BrowserFlags,
+) -> Result<(), ToolError> {
     // What would fail every call is known now (its package does not load, or a part of
     // its runtime context is missing or invalid): the server does not start, and says
     // why to the client (which shows the error of its `initialize` request) and on
@@ -143,6 +156,7 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
     // Over HTTP every call runs under its own session's envelope, kept in the session
     // store beside the turn ledger.
     let mut context = RuntimeContext::from_env(T::TOOL);
+    context.serve_warm(browser.reuse());
     let over_http = matches!(transport, McpTransport::Http(_));
     let sessions = if over_http {
         context.serve_sessions()
@@ -190,16 +204,22 @@ async fn serve<T: PackageTool>(transport: McpTransport) -> Result<(), ToolError>
             McpTransport::Http(listen) => serve_http(server, listen, stop_serving.clone()).await,
         }
     };
-    tokio::select! {
+    let ended = tokio::select! {
         ended = serving => ended,
         () = stop.received() => {
             stop_serving.cancel();
-            for record in inflight.cancel_all(served.package()) {
-                write_audit(&record, served.context().audit_log())?;
-            }
-            Ok(())
+            inflight
+                .cancel_all(served.package())
+                .iter()
+                .try_for_each(|record| write_audit(record, served.context().audit_log()))
         }
-    }
+    };
+    // What the connector keeps between calls (the warm browser) goes with the server.
+    let closed = served
+        .close()
+        .await
+        .map_err(|e| ToolError::Mcp(e.to_string()));
+    ended.and(closed)
 }
 
 /// One session over stdio, then every call it accepted run to its record.
