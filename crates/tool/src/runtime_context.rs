@@ -23,7 +23,7 @@ use crate::context::{
 use crate::failure::{RuntimeFailure, RuntimeFailureKind};
 use crate::ledger::{FileLedger, RedisLedger, TurnLedger};
 use crate::mcp::ENVELOPES_PATH;
-use crate::secret_file::{SecretFileError, file_variable, read_secret_file};
+use crate::secret_file::{SecretFileError, file_variable, secret_of_forms};
 use crate::session_store::SessionStore;
 use crate::shared_state::{SharedState, is_redis_url};
 use crate::tool_kind::Tool;
@@ -55,21 +55,27 @@ fn from_raw(raw: Option<OsString>) -> Supplied<String> {
 /// A secret variable `name` of the process environment, or the file its `NAME_FILE`
 /// names (read now), under the same rule; both at once is invalid.
 fn secret_from_env(name: &str) -> Supplied<SecretString> {
-    let file_name = file_variable(name);
     let value = from_raw(std::env::var_os(name));
-    let file = from_raw(std::env::var_os(&file_name));
-    match (value, file) {
-        (Supplied::Missing, Supplied::Missing) => Supplied::Missing,
-        (value, Supplied::Missing) => value.and_then(|v| Ok(v.into())),
-        (Supplied::Missing, file) => file.and_then(|path| {
-            read_secret_file(Path::new(&path)).map_err(|e| format!("{file_name}: {e}"))
-        }),
-        _ => Supplied::Invalid(
-            SecretFileError::BothForms {
-                name: name.to_owned(),
-            }
-            .to_string(),
-        ),
+    let file = from_raw(std::env::var_os(file_variable(name)));
+    // A form that is there but unreadable counts as given: with the other form too, both
+    // are refused; alone, it is invalid.
+    let given = |form: Supplied<String>| match form {
+        Supplied::Missing => Ok(None),
+        Supplied::Given(text) => Ok(Some(text)),
+        Supplied::Invalid(why) => Err(why),
+    };
+    let forms = match (given(value), given(file)) {
+        (Ok(value), Ok(file)) => secret_of_forms(name, value, file),
+        (Err(_), Err(_) | Ok(Some(_))) | (Ok(Some(_)), Err(_)) => Err(SecretFileError::BothForms {
+            name: name.to_owned(),
+        }
+        .to_string()),
+        (Err(why), Ok(None)) | (Ok(None), Err(why)) => Err(why),
+    };
+    match forms {
+        Ok(None) => Supplied::Missing,
+        Ok(Some(secret)) => Supplied::Given(secret),
+        Err(why) => Supplied::Invalid(why),
     }
 }
 

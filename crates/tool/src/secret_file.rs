@@ -87,6 +87,27 @@ pub enum SecretFileError {
     },
 }
 
+/// The secret `name` from its two forms as given (`None`: unset or empty): the value of
+/// the variable, or the file its `NAME_FILE` names, read now; `None` when neither is
+/// given. Both at once are refused; a file's refusal is prefixed with `NAME_FILE`.
+pub fn secret_of_forms(
+    name: &str,
+    value: Option<String>,
+    file: Option<String>,
+) -> Result<Option<SecretString>, String> {
+    match (value, file) {
+        (Some(_), Some(_)) => Err(SecretFileError::BothForms {
+            name: name.to_owned(),
+        }
+        .to_string()),
+        (Some(value), None) => Ok(Some(SecretString::from(value))),
+        (None, Some(path)) => read_secret_file(Path::new(&path))
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", file_variable(name))),
+        (None, None) => Ok(None),
+    }
+}
+
 /// Whether a file of this owner and mode is closed to other users, for a process whose
 /// effective user is `process_uid`.
 pub(crate) fn closed_to_others(owner: u32, mode: u32, process_uid: u32) -> bool {

@@ -18,7 +18,7 @@ use super::plan::TARGETS;
 use super::target_override::TargetOverride;
 use crate::Tool;
 use crate::context::{CONTEXT_VARS, SetBy};
-use crate::secret_file::{SecretFileError, file_variable, read_secret_file};
+use crate::secret_file::{file_variable, read_secret_file, secret_of_forms};
 
 /// The deployment file, as written (`schemas/canary-deployment.schema.json`). Relative
 /// paths are read from the file's own folder.
@@ -236,31 +236,19 @@ fn load_package(
     check_config(tool, &entry.config)?;
     let mut secrets = Vec::new();
     for spec in &package.manifest().auth.secrets {
+        let given = |name: &str| env(name).filter(|v| !v.is_empty());
         let file_name = file_variable(&spec.env);
-        let value = env(&spec.env).filter(|v| !v.is_empty());
-        let file = env(&file_name).filter(|v| !v.is_empty());
-        let value = match (value, file) {
-            (Some(_), Some(_)) => {
-                return Err(RolloutError::Deployment(
-                    SecretFileError::BothForms {
-                        name: spec.env.clone(),
-                    }
-                    .to_string(),
-                ));
-            }
-            (Some(value), None) => SecretString::from(value),
-            (None, Some(path)) => read_secret_file(Path::new(&path))
-                .map_err(|e| RolloutError::Deployment(format!("{file_name}: {e}")))?,
-            (None, None) => {
-                return Err(RolloutError::Deployment(format!(
+        let value = secret_of_forms(&spec.env, given(&spec.env), given(&file_name))
+            .map_err(RolloutError::Deployment)?
+            .ok_or_else(|| {
+                RolloutError::Deployment(format!(
                     "the secret {} of {} is not set: export {} (or {file_name}, a file) in the \
                      canary's environment (secrets are never read from the deployment file)",
                     spec.name,
                     package.identity(),
                     spec.env
-                )));
-            }
-        };
+                ))
+            })?;
         secrets.push((spec.env.clone(), value));
     }
     if tool == Tool::Wetech && entry.wetech_datasource.is_none() {
