@@ -4,7 +4,7 @@
 large answer over MCP, side by side in one run.
 
     python3 benches/wetech_warm.py [--pairs 30] [--calls 1000] [--large-series 5000]
-                                   [--large-pairs 5] [--debug]
+                                   [--large-pairs 5] [--large-only] [--debug]
 
 It builds `wetech-tool` as it is packaged (profile `tool`) and the release
 `examples/large_answer_fixture.rs` (as `benches/large_answer.py` does: a real Prometheus
@@ -31,7 +31,7 @@ policy, the storage state with the front's session cookie), then:
 3. **A large answer** (`--large-series` threads, 41.6 MB for 5,000): `--large-pairs`
    alternating pairs of a warm MCP call and `curl`, on a server of its own (first call
    left out), with the server's peak RSS (`VmHWM`). Goals: at most 3x `curl`, the
-   server at most 64 MiB.
+   server at most 64 MiB. `--large-only` runs this part alone.
 
 Exit status 1 when a check fails (goals missed are printed, not failed on).
 """
@@ -204,21 +204,29 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000, help="warm calls in a row")
     parser.add_argument("--large-series", type=int, default=5000, help="threads of the large answer")
     parser.add_argument("--large-pairs", type=int, default=5, help="pairs of the large answer")
+    parser.add_argument("--large-only", action="store_true", help="run the large answer alone")
     parser.add_argument("--debug", action="store_true", help="use the dev profile (unoptimized)")
     opts = parser.parse_args()
     la.ensure_gnu_time()
     tool, fixture = la.built(opts.debug, "wetech")
-    small = warm_cold_curl(fixture, tool, opts.pairs, opts.calls)
+    small = None if opts.large_only else warm_cold_curl(fixture, tool, opts.pairs, opts.calls)
     big = large(fixture, tool, opts.large_series, opts.large_pairs)
     load = os.getloadavg()
+    print(f"\nwetech-tool ({'dev' if opts.debug else 'profile tool'}), load average "
+          f"{load[0]:.1f} {load[1]:.1f}")
+    if small is not None:
+        print_small(small, opts.pairs)
+    print_large(big, opts.large_series, opts.large_pairs)
+    return 0
+
+
+def print_small(small: dict, pairs: int) -> None:
     w = small["walls"]
     warm, cold, curl = (statistics.median(w[k]) for k in ("warm", "cold", "curl"))
     warm_ratio = statistics.median(a / c for a, c in zip(w["warm"], w["curl"]))
     cold_ratio = statistics.median(a / c for a, c in zip(w["cold"], w["curl"]))
-    print(f"\nwetech-tool ({'dev' if opts.debug else 'profile tool'}), load average "
-          f"{load[0]:.1f} {load[1]:.1f}")
     print(f"first MCP call (starts the browser): {ms(small['first'])}")
-    print(f"| 50 x 241 (0.4 MB), {opts.pairs} rounds | median | runs |")
+    print(f"| 50 x 241 (0.4 MB), {pairs} rounds | median | runs |")
     print("| --- | --- | --- |")
     for name, key in (("warm MCP call", "warm"), ("cold one-shot call", "cold"), ("curl", "curl")):
         runs = sorted(w[key])
@@ -236,16 +244,18 @@ def main() -> int:
           f"{la.mib(m[last]['server_rss'])}; growth {100 * pss:+.1f} % / {100 * rss:+.1f} % "
           f"(goal <= {100 * GROWTH_GOAL:.0f} %: "
           f"{'met' if max(abs(pss), abs(rss)) <= GROWTH_GOAL else 'NOT MET'})")
+
+
+def print_large(big: dict, series: int, pairs: int) -> None:
     large_warm, large_curl = statistics.median(big["warm"]), statistics.median(big["curl"])
     large_ratio = statistics.median(a / c for a, c in zip(big["warm"], big["curl"]))
-    print(f"{opts.large_series:,} x 241 ({', '.join(f'{b / 1e6:.1f} MB' for b in big['sizes'])}), "
-          f"{opts.large_pairs} pairs: warm MCP {ms(large_warm)} (runs "
+    print(f"{series:,} x 241 ({', '.join(f'{b / 1e6:.1f} MB' for b in big['sizes'])}), "
+          f"{pairs} pairs: warm MCP {ms(large_warm)} (runs "
           f"{', '.join(ms(x) for x in big['warm'])}), curl {ms(large_curl)} (runs "
           f"{', '.join(ms(x) for x in big['curl'])}), {large_ratio:.1f}x (goal <= "
           f"{LARGE_RATIO_GOAL:.0f}x: {'met' if large_ratio <= LARGE_RATIO_GOAL else 'NOT MET'}); "
           f"server peak RSS {la.mib(big['hwm'])} (goal <= 64 MiB: "
           f"{'met' if big['hwm'] <= RSS_GOAL_KIB else 'NOT MET'})")
-    return 0
 
 
 if __name__ == "__main__":

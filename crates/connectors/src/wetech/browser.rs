@@ -13,6 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use super::cdp::Cdp;
 use super::config::{BrowserConfig, WebDriverEndpoint};
 
 /// The User-Agent of a Chromium with this major version, in Chrome's reduced form
@@ -451,6 +452,17 @@ impl Browser {
         let (host, port) = address.rsplit_once(':')?;
         let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
         (loopback && port.parse::<u16>().is_ok()).then(|| address.to_owned())
+    }
+
+    /// A connection to the browser's own DevTools endpoint (see `cdp.rs`), within
+    /// `limit`.
+    pub(crate) async fn devtools(&self, limit: Duration) -> Result<Cdp, BrowserError> {
+        let address = self.debugger_address().ok_or_else(|| {
+            BrowserError::Start("the session reports no loopback DevTools address".to_owned())
+        })?;
+        Cdp::connect(&address, limit)
+            .await
+            .map_err(|e| BrowserError::Start(e.to_string()))
     }
 
     /// The browser process id as the session reports it (`goog:processID`).

@@ -77,11 +77,23 @@ impl Cdp {
             .map_err(|_| CdpError::Timeout("the connection"))?
     }
 
-    /// Sends `method` with `params` and waits at most `limit` for its answer's
-    /// `result`. Answers to commands given up on earlier (a call cut off while it
-    /// waited) are skipped by their id; events are not subscribed to.
+    /// Sends `method` with `params` to the browser target and waits at most `limit`
+    /// for its answer's `result`. Answers to commands given up on earlier (a call cut
+    /// off while it waited) are skipped by their id; events are not subscribed to.
     pub(crate) async fn send(
         &self,
+        method: &'static str,
+        params: Value,
+        limit: Duration,
+    ) -> Result<Value, CdpError> {
+        self.send_in(None, method, params, limit).await
+    }
+
+    /// As [`Cdp::send`], to the target a flattened session (`Target.attachToTarget`
+    /// with `flatten`) is attached to when `session` is given.
+    pub(crate) async fn send_in(
+        &self,
+        session: Option<&str>,
         method: &'static str,
         params: Value,
         limit: Duration,
@@ -91,9 +103,12 @@ impl Cdp {
             let (socket, next) = &mut *guard;
             *next += 1;
             let id = *next;
-            let message = json!({"id": id, "method": method, "params": params}).to_string();
+            let mut message = json!({"id": id, "method": method, "params": params});
+            if let Some(session) = session {
+                message["sessionId"] = json!(session);
+            }
             socket
-                .send(Message::text(message))
+                .send(Message::text(message.to_string()))
                 .await
                 .map_err(|e| CdpError::Lost(e.to_string()))?;
             loop {
@@ -105,7 +120,7 @@ impl Cdp {
                 let Message::Text(text) = frame else {
                     continue;
                 };
-                let Ok(answer) = serde_json::from_str::<Value>(text.as_str()) else {
+                let Ok(mut answer) = serde_json::from_str::<Value>(text.as_str()) else {
                     continue;
                 };
                 if answer.get("id").and_then(Value::as_u64) != Some(id) {
@@ -119,7 +134,10 @@ impl Cdp {
                         .to_owned();
                     return Err(CdpError::Refused { method, message });
                 }
-                return Ok(answer.get("result").cloned().unwrap_or(Value::Null));
+                return Ok(answer
+                    .get_mut("result")
+                    .map(Value::take)
+                    .unwrap_or(Value::Null));
             }
         };
         tokio::time::timeout(limit, exchange)

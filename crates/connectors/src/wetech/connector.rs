@@ -13,12 +13,14 @@ use secrecy::SecretString;
 
 use super::answer::query_evidence;
 use super::browser::{Browser, CLOSE_TIMEOUT, CommandFailure};
+use super::cdp::Cdp;
 use super::config::WetechConfig;
-use super::context::{CallContext, sweep};
+use super::context::{CONTEXT_COMMAND_LIMIT, CallContext, sweep};
 use super::failures::{browser_failure, command_failure, finish_cleanup};
 use super::grafana::*;
 use super::identity::BrowserIdentity;
 use super::page_fetch::{Fetched, Opened, PageRequest, SCRIPT_MARGIN, open, page_fetch};
+use super::page_scripts::{PageScripts, PageSession};
 use super::storage::StorageState;
 use super::warm::{BrowserReuse, WarmBrowsers};
 use crate::codes::{Code, OriginCode};
@@ -182,9 +184,10 @@ impl Connector for WetechConnector {
             );
             return failed(origin, query_id, digest, failure);
         }
+        let call = Call::new(config, query, &request.scope, &prepared, deadline);
         let run = match &self.warm {
-            None => run(config, query, &request.scope, &prepared, deadline).await,
-            Some(warm) => run_warm(warm, config, query, &request.scope, &prepared, deadline).await,
+            None => run(&call, deadline).await,
+            Some(warm) => run_warm(warm, &call, deadline).await,
         };
         let details = match run {
             Ok(answer) => answer.details(origin, query.query_id.clone(), query.request_digest),
@@ -251,24 +254,6 @@ fn close_limit(deadline: &Deadline) -> Duration {
 }
 
 impl Progress {
-    /// The outcome of a call's `steps` run within `work`; cut off, the typed timeout of
-    /// `deadline` for where the call was.
-    async fn within(
-        &self,
-        work: &Deadline,
-        deadline: &Deadline,
-        steps: impl Future<Output = Result<Answer, Box<Failure>>>,
-    ) -> Result<Answer, Box<Failure>> {
-        match work.run(steps).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Box::new(deadline_failure(
-                Provider::Wetech,
-                deadline,
-                self.cut_off(),
-            ))),
-        }
-    }
-
     fn cut_off(&self) -> CutOff {
         if self.querying.load(Ordering::SeqCst) {
             CutOff::DuringQuery
@@ -281,27 +266,80 @@ impl Progress {
     }
 }
 
-async fn run(
-    config: &WetechConfig,
-    query: &LockedQuery,
-    scope: &ResolvedScope,
-    prepared: &Prepared,
-    deadline: &Deadline,
-) -> Result<Answer, Box<Failure>> {
-    let redactor = prepared.mapper.redactor();
-    let work = deadline.earlier_by(CLEANUP_RESERVE);
-    let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
+/// One call's frame: what every step reads (the configuration, the locked query and its
+/// scope, the prepared secrets), the deadline of its work (the call's less
+/// [`CLEANUP_RESERVE`]) with the WebDriver script limit that follows from it, and where
+/// the call is.
+struct Call<'a> {
+    config: &'a WetechConfig,
+    query: &'a LockedQuery,
+    scope: &'a ResolvedScope,
+    prepared: &'a Prepared,
+    work: Deadline,
+    script_timeout: Duration,
+    progress: Progress,
+}
+
+impl<'a> Call<'a> {
+    fn new(
+        config: &'a WetechConfig,
+        query: &'a LockedQuery,
+        scope: &'a ResolvedScope,
+        prepared: &'a Prepared,
+        deadline: &Deadline,
+    ) -> Self {
+        let work = deadline.earlier_by(CLEANUP_RESERVE);
+        let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
+        Call {
+            config,
+            query,
+            scope,
+            prepared,
+            work,
+            script_timeout,
+            progress: Progress::default(),
+        }
+    }
+
+    fn redactor(&self) -> &'a Redactor {
+        self.prepared.mapper.redactor()
+    }
+
+    /// The outcome of `steps` run within the work deadline; cut off, the typed timeout
+    /// of `deadline` for where the call was.
+    async fn within(
+        &self,
+        deadline: &Deadline,
+        steps: impl Future<Output = Result<Answer, Box<Failure>>>,
+    ) -> Result<Answer, Box<Failure>> {
+        match self.work.run(steps).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Box::new(deadline_failure(
+                Provider::Wetech,
+                deadline,
+                self.progress.cut_off(),
+            ))),
+        }
+    }
+}
+
+/// A one-shot call: a browser of its own, started and ended with the call.
+async fn run(call: &Call<'_>, deadline: &Deadline) -> Result<Answer, Box<Failure>> {
+    let (config, redactor) = (call.config, call.redactor());
     let mut browser =
         Browser::create(&config.browser).map_err(|e| browser_failure(&e, redactor))?;
-    let progress = Progress::default();
     let steps = async {
         browser
-            .start(&config.browser, script_timeout)
+            .start(&config.browser, call.script_timeout)
             .await
             .map_err(|e| browser_failure(&e, redactor))?;
-        drive(config, &browser, query, scope, prepared, &work, &progress).await
+        let cdp = browser
+            .devtools(CONTEXT_COMMAND_LIMIT)
+            .await
+            .map_err(|e| browser_failure(&e, redactor))?;
+        drive(call, &browser, &cdp).await
     };
-    let outcome = progress.within(&work, deadline, steps).await;
+    let outcome = call.within(deadline, steps).await;
     // The driver's process group is stopped whatever the close waited for.
     let cleanup = browser.shutdown(close_limit(deadline)).await;
     finish_cleanup(outcome, cleanup)
@@ -313,21 +351,15 @@ async fn run(
 /// reserve.
 async fn run_warm(
     warm: &Arc<WarmBrowsers>,
-    config: &WetechConfig,
-    query: &LockedQuery,
-    scope: &ResolvedScope,
-    prepared: &Prepared,
+    call: &Call<'_>,
     deadline: &Deadline,
 ) -> Result<Answer, Box<Failure>> {
-    let redactor = prepared.mapper.redactor();
-    let work = deadline.earlier_by(CLEANUP_RESERVE);
-    let script_timeout = work.limit(config.limits.timeout) + SCRIPT_MARGIN;
-    let progress = Progress::default();
+    let (config, redactor) = (call.config, call.redactor());
     let mut lease = None;
     let mut context = None;
     let steps = async {
         let leased = lease.insert(
-            warm.lease(&config.browser, script_timeout)
+            warm.lease(&config.browser, call.script_timeout)
                 .await
                 .map_err(|e| browser_failure(&e, redactor))?,
         );
@@ -346,18 +378,9 @@ async fn run_warm(
                 .await
                 .map_err(|e| browser_failure(&e, redactor))?,
         });
-        drive(
-            config,
-            &browser.browser,
-            query,
-            scope,
-            prepared,
-            &work,
-            &progress,
-        )
-        .await
+        drive(call, &browser.browser, &browser.cdp).await
     };
-    let outcome = progress.within(&work, deadline, steps).await;
+    let outcome = call.within(deadline, steps).await;
     let Some(lease) = lease else {
         return outcome;
     };
@@ -382,16 +405,10 @@ async fn run_warm(
     finish_cleanup(outcome, cleanup)
 }
 
-async fn drive(
-    config: &WetechConfig,
-    browser: &Browser,
-    query: &LockedQuery,
-    scope: &ResolvedScope,
-    prepared: &Prepared,
-    work: &Deadline,
-    progress: &Progress,
-) -> Result<Answer, Box<Failure>> {
-    let redactor = prepared.mapper.redactor();
+/// A call's steps in a started browser whose session is on the call's page: Grafana's
+/// health, the identity check, the storage state, the landing page, then the query.
+async fn drive(call: &Call<'_>, browser: &Browser, cdp: &Cdp) -> Result<Answer, Box<Failure>> {
+    let (config, redactor) = (call.config, call.redactor());
     let client = browser
         .client()
         .map_err(|e| browser_failure(&e, redactor))?;
@@ -413,7 +430,7 @@ async fn drive(
     }
 
     // The storage state, on the Grafana origin.
-    apply_storage_state(config, client, &prepared.state, redactor).await?;
+    apply_storage_state(config, client, &call.prepared.state, redactor).await?;
 
     // The session must hold: the landing page must not end on the login page.
     let landing = url_of(config, &config.landing_path)?;
@@ -433,6 +450,37 @@ async fn drive(
         return Err(Box::new(login_failure(config, client, &at, redactor).await));
     }
 
+    // The query's requests run in the landing page through a DevTools session attached
+    // to it, so that their bodies leave the page without crossing ChromeDriver.
+    let target = client
+        .window()
+        .await
+        .map_err(|e| command_failure(&CommandFailure::of(&e), redactor))?;
+    let page = PageSession::attach(cdp, &String::from(target))
+        .await
+        .map_err(|f| command_failure(&f, redactor))?;
+    let outcome = query_from_page(call, client, PageScripts::DevTools(&page)).await;
+    page.detach().await;
+    outcome
+}
+
+/// The query (and the metadata a `metric_metadata` answer asks for) from the landing
+/// page, with the session cookies, its scripts run as `scripts` says.
+async fn query_from_page(
+    call: &Call<'_>,
+    client: &fantoccini::Client,
+    scripts: PageScripts<'_>,
+) -> Result<Answer, Box<Failure>> {
+    let Call {
+        config,
+        query,
+        scope,
+        prepared,
+        work,
+        progress,
+        ..
+    } = call;
+    let redactor = prepared.mapper.redactor();
     // The query, from the page, with the session cookies.
     let datasource = scope.wetech_datasource.as_deref().unwrap_or_default();
     let url = config.query_range_url(datasource).map_err(|e| {
@@ -459,7 +507,7 @@ async fn drive(
         timeout: page_timeout,
     };
     progress.querying.store(true, Ordering::SeqCst);
-    let opened = open(client, &request)
+    let opened = open(scripts, &request)
         .await
         .map_err(|f| command_failure(&f, redactor))?;
     let answer = match opened {
@@ -480,14 +528,14 @@ async fn drive(
     // A metric_metadata answer asks the metadata of its listed names through the same
     // datasource proxy, a GET each (Grafana allows no POST there), from the page.
     let metadata_at = metadata_url(&url);
-    let ask = |url| page_metadata(client, url, page_timeout);
+    let ask = |url| page_metadata(scripts, url, page_timeout);
     Ok(complete_metadata(answer, &prepared.mapper, work, metadata_at.as_ref(), ask).await)
 }
 
 /// One metadata request by a `GET` from the page (`url`, beside the query path), read
 /// whole under [`METADATA_BODY_BYTES`].
 async fn page_metadata(
-    client: &fantoccini::Client,
+    scripts: PageScripts<'_>,
     url: url::Url,
     timeout: Duration,
 ) -> Result<RawResponse, ConnectorError> {
@@ -499,7 +547,7 @@ async fn page_metadata(
         max_bytes: METADATA_BODY_BYTES,
         timeout,
     };
-    match page_fetch(client, &request).await {
+    match page_fetch(scripts, &request).await {
         Ok(Fetched::Response(raw)) => Ok(raw),
         Ok(Fetched::Redirect) => Err(ConnectorError::Unreachable(
             "Grafana redirected the request (the session may have ended)".to_owned(),

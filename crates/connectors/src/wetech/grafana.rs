@@ -15,6 +15,7 @@ use super::config::WetechConfig;
 use super::failures::command_failure;
 use super::identity::{BrowserIdentity, PageIdentity};
 use super::page_fetch::{Fetched, PageRequest, page_fetch};
+use super::page_scripts::PageScripts;
 use super::script;
 use super::storage::StorageState;
 use crate::codes::Code;
@@ -74,7 +75,7 @@ pub(super) async fn open_health(
         })
         .await?;
     }
-    let fetched = page_fetch(client, &small_get(&health))
+    let fetched = page_fetch(PageScripts::WebDriver(client), &small_get(&health))
         .await
         .map_err(|f| command_failure(&f, redactor))?;
     let raw = match fetched {
@@ -190,7 +191,8 @@ pub(super) async fn login_failure(
     let Ok(user) = config.url_of("api/user") else {
         return failure;
     };
-    if let Ok(Fetched::Response(raw)) = page_fetch(client, &small_get(&user)).await
+    if let Ok(Fetched::Response(raw)) =
+        page_fetch(PageScripts::WebDriver(client), &small_get(&user)).await
         && matches!(raw.status, 401 | 403)
     {
         let (text, _) = redactor.excerpt(&raw.body, EXCERPT_BYTES);

@@ -12,6 +12,7 @@ mod grafana;
 mod identity;
 mod memory;
 mod page_fetch;
+mod page_scripts;
 mod script;
 mod storage;
 mod warm;

@@ -1,17 +1,18 @@
 //! A request run as a `fetch` inside the Grafana page (so the session cookies apply),
-//! and its body handed to the connector in bounded chunks, one WebDriver script answer
-//! each (see `script.rs`), under the call's total byte bound and time limit.
+//! and its body handed to the connector in bounded chunks, one script answer each (see
+//! `script.rs`; run through WebDriver or the page's DevTools session, `page_scripts.rs`),
+//! under the call's total byte bound and time limit.
 
 use std::time::Duration;
 
 use base64::Engine as _;
-use fantoccini::Client;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use url::Url;
 
 use super::browser::CommandFailure;
+use super::page_scripts::PageScripts;
 use super::script;
 use crate::ConnectorError;
 use crate::prometheus::RawResponse;
@@ -19,12 +20,12 @@ use crate::prometheus::RawResponse;
 /// Extra time the WebDriver script limit gives a page fetch beyond its own limit.
 pub(super) const SCRIPT_MARGIN: Duration = Duration::from_secs(5);
 
-/// The most body bytes one WebDriver script answer carries: 1 MiB (1.33 MiB as base64).
-/// Measured on the 5,000-thread answer (37 MB, `tests/wetech_large.rs`, two runs each):
-/// 4.5-5.5 s with 256 KiB chunks, 4.5-4.6 s with 1 MiB, 4.8-9.4 s with 4 MiB. The time
-/// is in the bytes crossing (Chromium's DevTools protocol, ChromeDriver), not in the
-/// round trips, so 1 MiB keeps them to about 40 for 40 MB while holding little at once
-/// in the page, in ChromeDriver and in the connector (see BENCHMARKS.md).
+/// The most body bytes one script answer carries: 1 MiB (1.33 MiB as base64).
+/// Measured through WebDriver on the 5,000-thread answer (37 MB, `tests/wetech_large.rs`,
+/// two runs each): 4.5-5.5 s with 256 KiB chunks, 4.5-4.6 s with 1 MiB, 4.8-9.4 s with
+/// 4 MiB. The time is in the bytes crossing, not in the round trips, so 1 MiB keeps them
+/// to about 40 for 40 MB while holding little at once in the page and in the connector
+/// (see BENCHMARKS.md).
 pub(super) const PAGE_CHUNK_BYTES: usize = 1 << 20;
 
 /// The time a cancellation of a read left before its end may take; past it the read
@@ -80,7 +81,7 @@ pub(super) enum ReadError {
 /// with [`PageBody::close`], which cancels the read in the page unless it ended.
 #[derive(Debug)]
 pub(super) struct PageBody<'c> {
-    client: &'c Client,
+    scripts: PageScripts<'c>,
     handle: u64,
     /// The HTTP status.
     pub(super) status: u16,
@@ -118,24 +119,21 @@ fn timeout_error(timeout: Duration) -> ConnectorError {
     ))
 }
 
-/// Runs one WebDriver async script within `deadline`: its answer, or why there is none.
+/// Runs one async page script by `deadline`: its answer, or why there is none (a time
+/// limit passed, in the page or here, is the provider's: the read's `timeout`).
 async fn run_script(
-    client: &Client,
+    scripts: PageScripts<'_>,
     script: &str,
     args: Vec<Value>,
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Answer, ReadError> {
-    let run = client.execute_async(script, args);
-    let value = match tokio::time::timeout_at(deadline, run).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            return Err(match CommandFailure::of(&e) {
-                CommandFailure::Timeout(m) => ReadError::Provider(ConnectorError::Timeout(m)),
-                other => ReadError::Browser(other),
-            });
+    let value = match scripts.run_async(script, args, deadline).await {
+        Ok(v) => v,
+        Err(CommandFailure::Timeout(_)) => {
+            return Err(ReadError::Provider(timeout_error(timeout)));
         }
-        Err(_) => return Err(ReadError::Provider(timeout_error(timeout))),
+        Err(other) => return Err(ReadError::Browser(other)),
     };
     serde_json::from_value(value).map_err(|e| {
         ReadError::Browser(CommandFailure::Other(format!(
@@ -157,10 +155,10 @@ fn answer_failure(answer: Answer, max_bytes: usize, timeout: Duration) -> Connec
     }
 }
 
-/// Sends `request` from the current page ([`script::FETCH_OPEN`]). Its body waits in
-/// the page to be read with [`PageBody::next`].
+/// Sends `request` from the page `scripts` run in ([`script::FETCH_OPEN`]). Its body
+/// waits in the page to be read with [`PageBody::next`].
 pub(super) async fn open<'c>(
-    client: &'c Client,
+    scripts: PageScripts<'c>,
     request: &PageRequest<'_>,
 ) -> Result<Opened<'c>, CommandFailure> {
     let deadline = Instant::now() + request.timeout + SCRIPT_MARGIN;
@@ -173,15 +171,15 @@ pub(super) async fn open<'c>(
         json!(u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX)),
         json!("same-origin"),
     ];
-    let answer = match run_script(client, script::FETCH_OPEN, args, deadline, request.timeout).await
-    {
-        Ok(a) => a,
-        Err(ReadError::Provider(e)) => return Ok(Opened::Failed(e)),
-        Err(ReadError::Browser(f)) => return Err(f),
-    };
+    let answer =
+        match run_script(scripts, script::FETCH_OPEN, args, deadline, request.timeout).await {
+            Ok(a) => a,
+            Err(ReadError::Provider(e)) => return Ok(Opened::Failed(e)),
+            Err(ReadError::Browser(f)) => return Err(f),
+        };
     Ok(match (answer.kind.as_str(), answer.handle) {
         ("response", Some(handle)) => Opened::Response(PageBody {
-            client,
+            scripts,
             handle,
             status: answer.status.unwrap_or(0),
             content_type: answer.content_type,
@@ -204,7 +202,7 @@ impl PageBody<'_> {
         }
         let args = vec![json!(self.handle), json!(PAGE_CHUNK_BYTES)];
         let answer = run_script(
-            self.client,
+            self.scripts,
             script::FETCH_READ,
             args,
             self.deadline,
@@ -252,20 +250,24 @@ impl PageBody<'_> {
             return;
         }
         self.open = false;
-        let cancel = self
-            .client
-            .execute(script::FETCH_CANCEL, vec![json!(self.handle)]);
-        let _ = tokio::time::timeout(CANCEL_TIMEOUT, cancel).await;
+        let _ = self
+            .scripts
+            .run(
+                script::FETCH_CANCEL,
+                vec![json!(self.handle)],
+                CANCEL_TIMEOUT,
+            )
+            .await;
     }
 }
 
-/// One request from the current page with its whole body (for small answers: health,
-/// the session's user), at most `request.max_bytes`.
+/// One request from the page with its whole body (for small answers: health, the
+/// session's user, metadata), at most `request.max_bytes`.
 pub(super) async fn page_fetch(
-    client: &Client,
+    scripts: PageScripts<'_>,
     request: &PageRequest<'_>,
 ) -> Result<Fetched, CommandFailure> {
-    let mut body = match open(client, request).await? {
+    let mut body = match open(scripts, request).await? {
         Opened::Response(body) => body,
         Opened::Redirect => return Ok(Fetched::Redirect),
         Opened::Failed(e) => return Ok(Fetched::Failed(e)),

@@ -27,7 +27,7 @@
 pub(crate) const FETCH_OPEN: &str = r#"
 const [url, method, body, contentType, maxBytes, timeoutMs, credentials, done] = arguments;
 const reads = window.__evidencePageReads || (window.__evidencePageReads = new Map());
-const read = {controller: new AbortController(), reader: null, rest: null, total: 0,
+const read = {controller: new AbortController(), reader: null, rest: null, out: null, total: 0,
               maxBytes, timedOut: false, timer: 0};
 read.timer = setTimeout(() => { read.timedOut = true; read.controller.abort(); }, timeoutMs);
 const end = (answer) => { clearTimeout(read.timer); done(answer); };
@@ -93,7 +93,9 @@ const encode = (bytes) => {
 };
 (async () => {
   try {
-    const out = new Uint8Array(chunkBytes);
+    // One buffer per read, reused by every chunk.
+    if (read.out === null || read.out.length !== chunkBytes) { read.out = new Uint8Array(chunkBytes); }
+    const out = read.out;
     let at = 0;
     let last = read.reader === null;
     if (read.rest !== null) {

@@ -128,12 +128,7 @@ impl WarmBrowser {
     }
 
     async fn connect(browser: &Browser) -> Result<(Cdp, WindowHandle), BrowserError> {
-        let address = browser.debugger_address().ok_or_else(|| {
-            BrowserError::Start("the session reports no loopback DevTools address".to_owned())
-        })?;
-        let cdp = Cdp::connect(&address, CONTEXT_COMMAND_LIMIT)
-            .await
-            .map_err(|e| BrowserError::Start(e.to_string()))?;
+        let cdp = browser.devtools(CONTEXT_COMMAND_LIMIT).await?;
         let home = browser
             .client()?
             .window()

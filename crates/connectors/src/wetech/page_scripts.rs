@@ -1,0 +1,202 @@
+//! Where the connector's constant page scripts (`script.rs`) run: through WebDriver
+//! (ChromeDriver's `execute` and `execute/async`), or in a DevTools session attached to
+//! the page over the browser's own DevTools connection (`cdp.rs`), as
+//! `Runtime.callFunctionOn` on the page's global object. Either way every value reaches
+//! the script as an argument, never spliced into its text, and it runs in the page's
+//! main world with the page's cookies.
+//!
+//! The DevTools session is how a query's body leaves the page: an answer of WebDriver's
+//! crosses ChromeDriver, which decodes the browser's answer and encodes it again for its
+//! HTTP client, and for a 41.6 MB body that was the largest share of the call's time
+//! (BENCHMARKS.md, "Wetech with a warm browser").
+
+use std::time::Duration;
+
+use fantoccini::Client;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::browser::CommandFailure;
+use super::cdp::{Cdp, CdpError};
+
+/// The longest attaching to the page, or leaving it, may take.
+const ATTACH_LIMIT: Duration = Duration::from_secs(5);
+
+/// A DevTools session attached to one page, with a handle on its global object. It is
+/// bound to the document loaded when it was attached: a navigation after that ends
+/// the handle (its scripts then fail as [`CommandFailure::Other`]).
+#[derive(Debug)]
+pub(crate) struct PageSession<'c> {
+    cdp: &'c Cdp,
+    session: String,
+    global: String,
+}
+
+impl<'c> PageSession<'c> {
+    /// Attaches to the page `target` (a target id: ChromeDriver's window handles are
+    /// target ids) and takes a handle on its global object.
+    pub(crate) async fn attach(cdp: &'c Cdp, target: &str) -> Result<Self, CommandFailure> {
+        let attached = cdp
+            .send(
+                "Target.attachToTarget",
+                json!({"targetId": target, "flatten": true}),
+                ATTACH_LIMIT,
+            )
+            .await
+            .map_err(|e| failure(&e))?;
+        let session = text_at(&attached, &["sessionId"])?;
+        let global = cdp
+            .send_in(
+                Some(&session),
+                "Runtime.evaluate",
+                json!({"expression": "globalThis", "silent": true}),
+                ATTACH_LIMIT,
+            )
+            .await
+            .map_err(|e| failure(&e))?;
+        let global = text_at(&global, &["result", "objectId"])?;
+        Ok(PageSession {
+            cdp,
+            session,
+            global,
+        })
+    }
+
+    /// Leaves the page: the session detached (which releases the handle). Best effort:
+    /// a page or a browser gone has left already.
+    pub(crate) async fn detach(self) {
+        let _ = self
+            .cdp
+            .send(
+                "Target.detachFromTarget",
+                json!({"sessionId": self.session}),
+                ATTACH_LIMIT,
+            )
+            .await;
+    }
+
+    /// Runs `function` (a JavaScript function declaration) with `args` on the page's
+    /// global object, waiting for the promise it returns, and answers its value.
+    async fn call(
+        &self,
+        function: &str,
+        args: Vec<Value>,
+        limit: Duration,
+    ) -> Result<Value, CommandFailure> {
+        let arguments: Vec<Value> = args.into_iter().map(|v| json!({"value": v})).collect();
+        let mut answer = self
+            .cdp
+            .send_in(
+                Some(&self.session),
+                "Runtime.callFunctionOn",
+                json!({
+                    "functionDeclaration": function,
+                    "objectId": self.global,
+                    "arguments": arguments,
+                    "awaitPromise": true,
+                    "returnByValue": true,
+                    "silent": true,
+                }),
+                limit,
+            )
+            .await
+            .map_err(|e| failure(&e))?;
+        if let Some(details) = answer.get("exceptionDetails") {
+            let message = details
+                .pointer("/exception/description")
+                .or_else(|| details.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or("the script threw");
+            return Err(CommandFailure::Other(format!(
+                "the page script failed: {message}"
+            )));
+        }
+        Ok(answer
+            .pointer_mut("/result/value")
+            .map(Value::take)
+            .unwrap_or(Value::Null))
+    }
+}
+
+/// Where a page script runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PageScripts<'c> {
+    /// Through WebDriver, in the session's current page.
+    WebDriver(&'c Client),
+    /// In a DevTools session attached to the page.
+    DevTools(&'c PageSession<'c>),
+}
+
+impl PageScripts<'_> {
+    /// Runs an asynchronous script (its last argument is the callback that answers) and
+    /// answers what it passed to the callback, by `deadline`.
+    pub(crate) async fn run_async(
+        self,
+        script: &str,
+        args: Vec<Value>,
+        deadline: Instant,
+    ) -> Result<Value, CommandFailure> {
+        match self {
+            PageScripts::WebDriver(client) => {
+                let run = client.execute_async(script, args);
+                match tokio::time::timeout_at(deadline, run).await {
+                    Ok(outcome) => outcome.map_err(|e| CommandFailure::of(&e)),
+                    Err(_) => Err(late()),
+                }
+            }
+            PageScripts::DevTools(page) => {
+                // The same body as WebDriver runs it: `arguments` are the call's, the
+                // callback last, its value the promise's.
+                let function = format!(
+                    "function(...args) {{ return new Promise((done) => {{ \
+                     (function() {{ {script} }}).apply(this, [...args, done]); }}); }}"
+                );
+                let limit = deadline.saturating_duration_since(Instant::now());
+                page.call(&function, args, limit).await
+            }
+        }
+    }
+
+    /// Runs a synchronous script and answers its value, within `limit`.
+    pub(crate) async fn run(
+        self,
+        script: &str,
+        args: Vec<Value>,
+        limit: Duration,
+    ) -> Result<Value, CommandFailure> {
+        match self {
+            PageScripts::WebDriver(client) => {
+                match tokio::time::timeout(limit, client.execute(script, args)).await {
+                    Ok(outcome) => outcome.map_err(|e| CommandFailure::of(&e)),
+                    Err(_) => Err(late()),
+                }
+            }
+            PageScripts::DevTools(page) => {
+                page.call(&format!("function() {{ {script} }}"), args, limit)
+                    .await
+            }
+        }
+    }
+}
+
+fn late() -> CommandFailure {
+    CommandFailure::Timeout("the page script did not answer in time".to_owned())
+}
+
+fn failure(e: &CdpError) -> CommandFailure {
+    match e {
+        CdpError::Lost(_) => CommandFailure::Lost(e.to_string()),
+        CdpError::Timeout(_) => CommandFailure::Timeout(e.to_string()),
+        CdpError::Refused { .. } => CommandFailure::Other(e.to_string()),
+    }
+}
+
+fn text_at(value: &Value, path: &[&str]) -> Result<String, CommandFailure> {
+    path.iter()
+        .try_fold(value, |v, name| v.get(name))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            CommandFailure::Lost(format!("the browser's answer has no {}", path.join(".")))
+        })
+}
