@@ -1,13 +1,14 @@
 //! Large Wetech answers with real Chromium, ChromeDriver, a real Prometheus over the
 //! TiKV thread-CPU data set (5,000 threads) and the Grafana test front. The page reads
-//! the datasource proxy's body in bounded chunks, each handed to the connector by its
-//! own WebDriver script call and folded at once by the same streaming compaction as
-//! Clinic and Manus: the 5,000-thread answer (37 MB, over twice the former 16 MiB page
-//! bound) is answered `ok` with every series counted and the hot thread on top, and the
-//! same answer over a lower total bound is refused as `grafana_response_too_large`, with
-//! no WebDriver session and no Chrome process left behind. The test prints how long each
-//! took, beside a one-instance call (50 threads) for the cost of a call apart from its
-//! body (`--nocapture`).
+//! the datasource proxy's body in bounded chunks, each handed to the connector over a
+//! DevTools session attached to the page (never through ChromeDriver: a relay in front
+//! of it counts what it sends back) and folded at once by the same streaming compaction
+//! as Clinic and Manus: the 5,000-thread answer (37 MB, over twice the former 16 MiB
+//! page bound) is answered `ok` with every series counted and the hot thread on top, and
+//! the same answer over a lower total bound is refused as `grafana_response_too_large`,
+//! with no WebDriver session and no Chrome process left behind. The test prints how long
+//! each took, beside a one-instance call (50 threads) for the cost of a call apart from
+//! its body (`--nocapture`).
 #![cfg(feature = "wetech")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -72,6 +73,7 @@ async fn every_thread_answers_ok_and_the_total_bound_still_refuses() {
     let grafana = GrafanaFront::start(&prometheus.url()).await.unwrap();
     let profiles = tempfile::tempdir().unwrap();
     let driver = ChromeDriver::start(&slot).await.unwrap();
+    let relay = CountingRelay::start(driver.addr()).await.unwrap();
     let url = Url::parse(&grafana.base_url()).unwrap();
     let allow = format!("127.0.0.1:{}", url.port().unwrap());
     let config = WetechConfig::new(
@@ -80,7 +82,7 @@ async fn every_thread_answers_ok_and_the_total_bound_still_refuses() {
         BrowserConfig::new(
             Chromium::find().unwrap().path(),
             WebDriverEndpoint::Attach {
-                url: Url::parse(&driver.url()).unwrap(),
+                url: Url::parse(&relay.url()).unwrap(),
             },
         )
         .with_profile_parent(profiles.path()),
@@ -103,14 +105,24 @@ async fn every_thread_answers_ok_and_the_total_bound_still_refuses() {
     let started = Instant::now();
     let result = connector.call(&one, &config, &secrets).await.unwrap();
     let one_time = started.elapsed();
+    let one_driver_bytes = relay.bytes_from_target();
     assert_eq!(result.details().status, Status::Ok, "{}", result.text());
     assert_eq!(result.details().evidence.as_ref().unwrap().series_count, 50);
 
     // Every thread: 37 MB, far over the former 16 MiB page bound, answered whole.
     let all = locked("tikv_threads_all", TIKV_THREAD_CPU_RATE.expr);
     let started = Instant::now();
+    let before = relay.bytes_from_target();
     let result = connector.call(&all, &config, &secrets).await.unwrap();
     let all_time = started.elapsed();
+    // The body left the page over DevTools: ChromeDriver answered this call's commands
+    // with about what it answers a 0.4 MB call's, nowhere near the 37 MB.
+    let all_driver_bytes = relay.bytes_from_target() - before;
+    assert!(
+        all_driver_bytes < 2 * one_driver_bytes + (64 << 10),
+        "ChromeDriver sent {all_driver_bytes} bytes for the 37 MB answer \
+         ({one_driver_bytes} for the 0.4 MB one)"
+    );
     let d = result.details();
     assert_eq!(d.status, Status::Ok, "{}", result.text());
     let evidence = d.evidence.as_ref().unwrap();
@@ -152,7 +164,8 @@ async fn every_thread_answers_ok_and_the_total_bound_still_refuses() {
     assert_eq!(wait_for_chromium_count(baseline).await, baseline);
     eprintln!(
         "wetech through Chromium: 50 threads (0.4 MB) answered ok in {} ms; 5,000 threads \
-         (37 MB) answered ok in {} ms; the same over a 16 MiB total bound refused in {} ms",
+         (37 MB) answered ok in {} ms; the same over a 16 MiB total bound refused in {} ms; \
+         ChromeDriver sent {one_driver_bytes} and {all_driver_bytes} bytes for the first two",
         one_time.as_millis(),
         all_time.as_millis(),
         bounded_time.as_millis()

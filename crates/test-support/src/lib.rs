@@ -16,6 +16,7 @@ mod process;
 mod prometheus;
 mod recording;
 mod redis;
+mod relay;
 mod stall;
 mod terminal;
 
@@ -56,4 +57,5 @@ pub use recording::{
     QUERY_RANGE_PATH, RecordedPrometheus, Recording, RecordingProxy, RecordingSet,
 };
 pub use redis::{REDIS_INSTALL, RedisServer, RedisTls};
+pub use relay::CountingRelay;
 pub use terminal::without_terminal_colours;

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::browser::CommandFailure;
-use super::page_scripts::PageScripts;
+use super::page_scripts::{PageScripts, Started};
 use super::script;
 use crate::ConnectorError;
 use crate::prometheus::RawResponse;
@@ -92,6 +92,9 @@ pub(super) struct PageBody<'c> {
     deadline: Instant,
     /// The page still holds the read.
     open: bool,
+    /// The read of the next chunk, asked for before the last one was read (DevTools
+    /// only).
+    ahead: Option<Started>,
 }
 
 #[derive(Deserialize)]
@@ -119,8 +122,7 @@ fn timeout_error(timeout: Duration) -> ConnectorError {
     ))
 }
 
-/// Runs one async page script by `deadline`: its answer, or why there is none (a time
-/// limit passed, in the page or here, is the provider's: the read's `timeout`).
+/// Runs one async page script by `deadline`: its answer, or why there is none.
 async fn run_script(
     scripts: PageScripts<'_>,
     script: &str,
@@ -128,13 +130,24 @@ async fn run_script(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Answer, ReadError> {
-    let value = match scripts.run_async(script, args, deadline).await {
-        Ok(v) => v,
-        Err(CommandFailure::Timeout(_)) => {
-            return Err(ReadError::Provider(timeout_error(timeout)));
-        }
-        Err(other) => return Err(ReadError::Browser(other)),
-    };
+    answer_of(scripts.run_async(script, args, deadline).await, timeout)
+}
+
+/// Why a page script of a read with `timeout` failed: a time limit passed (in the
+/// page or here) is the provider's, anything else the browser's.
+fn read_error(failure: CommandFailure, timeout: Duration) -> ReadError {
+    match failure {
+        CommandFailure::Timeout(_) => ReadError::Provider(timeout_error(timeout)),
+        other => ReadError::Browser(other),
+    }
+}
+
+/// The answer a page script's outcome carries, or why there is none.
+fn answer_of(
+    outcome: Result<Value, CommandFailure>,
+    timeout: Duration,
+) -> Result<Answer, ReadError> {
+    let value = outcome.map_err(|f| read_error(f, timeout))?;
     serde_json::from_value(value).map_err(|e| {
         ReadError::Browser(CommandFailure::Other(format!(
             "unreadable fetch answer: {e}"
@@ -187,6 +200,7 @@ pub(super) async fn open<'c>(
             timeout: request.timeout,
             deadline,
             open: true,
+            ahead: None,
         }),
         ("redirect", _) => Opened::Redirect,
         _ => Opened::Failed(answer_failure(answer, request.max_bytes, request.timeout)),
@@ -200,15 +214,16 @@ impl PageBody<'_> {
         if !self.open {
             return Ok(None);
         }
-        let args = vec![json!(self.handle), json!(PAGE_CHUNK_BYTES)];
-        let answer = run_script(
-            self.scripts,
-            script::FETCH_READ,
-            args,
-            self.deadline,
-            self.timeout,
-        )
-        .await?;
+        let answer = match self.read().await {
+            Ok(answer) => answer,
+            Err(e) => {
+                self.ahead = None;
+                return Err(e);
+            }
+        };
+        if answer.kind != "chunk" || answer.last {
+            self.ahead = None;
+        }
         if answer.kind != "chunk" {
             // The page dropped the read with this answer.
             self.open = false;
@@ -225,6 +240,33 @@ impl PageBody<'_> {
                 ReadError::Browser(CommandFailure::Other(format!("unreadable chunk: {e}")))
             })?;
         Ok(Some(bytes))
+    }
+
+    /// The page's answer to the read of the next chunk. Through DevTools the chunk after
+    /// it is asked for first, so that its reading and encoding in the page overlap this
+    /// one's crossing and folding (two reads in flight; the page runs them in order).
+    async fn read(&mut self) -> Result<Answer, ReadError> {
+        let args = || vec![json!(self.handle), json!(PAGE_CHUNK_BYTES)];
+        let page = match self.scripts {
+            PageScripts::DevTools(page) => page,
+            PageScripts::WebDriver(_) => {
+                let read = script::FETCH_READ;
+                return run_script(self.scripts, read, args(), self.deadline, self.timeout).await;
+            }
+        };
+        let current = match self.ahead.take() {
+            Some(started) => started,
+            None => page
+                .start_async(script::FETCH_READ, args(), self.deadline)
+                .await
+                .map_err(|f| read_error(f, self.timeout))?,
+        };
+        self.ahead = Some(
+            page.start_async(script::FETCH_READ, args(), self.deadline)
+                .await
+                .map_err(|f| read_error(f, self.timeout))?,
+        );
+        answer_of(current.value(self.deadline).await, self.timeout)
     }
 
     /// Reads the rest of the body whole, refusing it past `cap` bytes.
@@ -246,6 +288,7 @@ impl PageBody<'_> {
     /// effort within [`CANCEL_TIMEOUT`]: a page that does not answer loses the read
     /// with the session, which the call closes next.
     pub(super) async fn close(&mut self) {
+        self.ahead = None;
         if !self.open {
             return;
         }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::browser::CommandFailure;
-use super::cdp::{Cdp, CdpError};
+use super::cdp::{Cdp, CdpError, Pending};
 
 /// The longest attaching to the page, or leaving it, may take.
 const ATTACH_LIMIT: Duration = Duration::from_secs(5);
@@ -75,32 +75,63 @@ impl<'c> PageSession<'c> {
             .await;
     }
 
-    /// Runs `function` (a JavaScript function declaration) with `args` on the page's
-    /// global object, waiting for the promise it returns, and answers its value.
-    async fn call(
+    /// Starts `function` (a JavaScript function declaration) with `args` on the page's
+    /// global object, sent by `deadline`; its value (that of the promise it returns) is
+    /// read from the answer.
+    async fn start(
         &self,
         function: &str,
         args: Vec<Value>,
-        limit: Duration,
-    ) -> Result<Value, CommandFailure> {
+        deadline: Instant,
+    ) -> Result<Started, CommandFailure> {
         let arguments: Vec<Value> = args.into_iter().map(|v| json!({"value": v})).collect();
-        let mut answer = self
-            .cdp
-            .send_in(
-                Some(&self.session),
-                "Runtime.callFunctionOn",
-                json!({
+        let start = self.cdp.start(
+            Some(&self.session),
+            "Runtime.callFunctionOn",
+            json!({
                     "functionDeclaration": function,
                     "objectId": self.global,
                     "arguments": arguments,
                     "awaitPromise": true,
                     "returnByValue": true,
-                    "silent": true,
-                }),
-                limit,
-            )
-            .await
-            .map_err(|e| failure(&e))?;
+                "silent": true,
+            }),
+        );
+        match tokio::time::timeout_at(deadline, start).await {
+            Ok(started) => started.map(Started).map_err(|e| failure(&e)),
+            Err(_) => Err(late()),
+        }
+    }
+
+    /// Starts an asynchronous script (see [`PageScripts::run_async`]) without waiting
+    /// for it: the page runs it when the scripts started before it have answered
+    /// if they wait on one another (as reads of one body do).
+    pub(crate) async fn start_async(
+        &self,
+        script: &str,
+        args: Vec<Value>,
+        deadline: Instant,
+    ) -> Result<Started, CommandFailure> {
+        // The same body as WebDriver runs it: `arguments` are the call's, the callback
+        // last, its value the promise's.
+        let function = format!(
+            "function(...args) {{ return new Promise((done) => {{ \
+             (function() {{ {script} }}).apply(this, [...args, done]); }}); }}"
+        );
+        self.start(&function, args, deadline).await
+    }
+}
+
+/// A page script started in a DevTools session, its value not yet read. Dropped, its
+/// answer is dropped when it comes.
+#[derive(Debug)]
+pub(crate) struct Started(Pending);
+
+impl Started {
+    /// The script's value, waiting until `deadline`.
+    pub(crate) async fn value(self, deadline: Instant) -> Result<Value, CommandFailure> {
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let mut answer = self.0.answer(limit).await.map_err(|e| failure(&e))?;
         if let Some(details) = answer.get("exceptionDetails") {
             let message = details
                 .pointer("/exception/description")
@@ -145,14 +176,8 @@ impl PageScripts<'_> {
                 }
             }
             PageScripts::DevTools(page) => {
-                // The same body as WebDriver runs it: `arguments` are the call's, the
-                // callback last, its value the promise's.
-                let function = format!(
-                    "function(...args) {{ return new Promise((done) => {{ \
-                     (function() {{ {script} }}).apply(this, [...args, done]); }}); }}"
-                );
-                let limit = deadline.saturating_duration_since(Instant::now());
-                page.call(&function, args, limit).await
+                let started = page.start_async(script, args, deadline).await?;
+                started.value(deadline).await
             }
         }
     }
@@ -172,8 +197,10 @@ impl PageScripts<'_> {
                 }
             }
             PageScripts::DevTools(page) => {
-                page.call(&format!("function() {{ {script} }}"), args, limit)
-                    .await
+                let deadline = Instant::now() + limit;
+                let function = format!("function() {{ {script} }}");
+                let started = page.start(&function, args, deadline).await?;
+                started.value(deadline).await
             }
         }
     }

@@ -28,7 +28,7 @@ pub(crate) const FETCH_OPEN: &str = r#"
 const [url, method, body, contentType, maxBytes, timeoutMs, credentials, done] = arguments;
 const reads = window.__evidencePageReads || (window.__evidencePageReads = new Map());
 const read = {controller: new AbortController(), reader: null, rest: null, out: null, total: 0,
-              maxBytes, timedOut: false, timer: 0};
+              maxBytes, timedOut: false, timer: 0, queue: Promise.resolve()};
 read.timer = setTimeout(() => { read.timedOut = true; read.controller.abort(); }, timeoutMs);
 const end = (answer) => { clearTimeout(read.timer); done(answer); };
 (async () => {
@@ -59,6 +59,9 @@ const end = (answer) => { clearTimeout(read.timer); done(answer); };
 /// Arguments: `handle`, `chunkBytes` (the most bytes one answer carries), and the
 /// WebDriver callback. Reads from the body's stream until `chunkBytes` are gathered or
 /// the body ends; bytes read past `chunkBytes` wait in the page for the next call.
+/// Reads of one body run one after another in the order they were asked for, so the
+/// connector may ask for the next chunk before the last one has reached it; a read
+/// asked for after the body's end answers that no read has the handle.
 ///
 /// Answers one of:
 /// - `{kind: "chunk", base64, last}`: the bytes, base64-encoded (binary-exact, whatever
@@ -72,17 +75,9 @@ const end = (answer) => { clearTimeout(read.timer); done(answer); };
 pub(crate) const FETCH_READ: &str = r#"
 const [handle, chunkBytes, done] = arguments;
 const reads = window.__evidencePageReads;
-const read = reads === undefined ? undefined : reads.get(handle);
-if (read === undefined) { done({kind: 'network', message: 'no open read ' + handle}); return; }
-const close = (answer) => {
-  reads.delete(handle);
-  clearTimeout(read.timer);
-  if (answer.kind !== 'chunk') {
-    if (read.reader !== null) { read.reader.cancel().catch(() => {}); }
-    read.controller.abort();
-  }
-  done(answer);
-};
+const gone = () => done({kind: 'network', message: 'no open read ' + handle});
+const asked = reads === undefined ? undefined : reads.get(handle);
+if (asked === undefined) { gone(); return; }
 const encode = (bytes) => {
   if (typeof bytes.toBase64 === 'function') { return bytes.toBase64(); }
   let binary = '';
@@ -91,7 +86,16 @@ const encode = (bytes) => {
   }
   return btoa(binary);
 };
-(async () => {
+const step = async (read) => {
+  const close = (answer) => {
+    reads.delete(handle);
+    clearTimeout(read.timer);
+    if (answer.kind !== 'chunk') {
+      if (read.reader !== null) { read.reader.cancel().catch(() => {}); }
+      read.controller.abort();
+    }
+    done(answer);
+  };
   try {
     // One buffer per read, reused by every chunk.
     if (read.out === null || read.out.length !== chunkBytes) { read.out = new Uint8Array(chunkBytes); }
@@ -120,7 +124,11 @@ const encode = (bytes) => {
   } catch (e) {
     close(read.timedOut ? {kind: 'timeout'} : {kind: 'network', message: String(e)});
   }
-})();
+};
+asked.queue = asked.queue.then(() => {
+  const read = reads.get(handle);
+  return read === undefined ? gone() : step(read);
+});
 "#;
 
 /// `execute`: drops a read opened by [`FETCH_OPEN`] before its end: cancels the body's
