@@ -336,7 +336,7 @@ async fn wetech_tool_process_rejects_before_any_browser_then_answers_and_blocks_
 }
 
 /// The tool process with the ChromeDriver it spawns: a 20 MiB answer (over the former
-/// 16 MiB page bound) crosses WebDriver in chunks and is answered `ok`; an answer whose
+/// 16 MiB page bound) leaves the page in chunks and is answered `ok`; an answer whose
 /// connection breaks mid-body is `grafana_unavailable`, and after each call no
 /// ChromeDriver or Chrome process of the call is left.
 #[tokio::test]

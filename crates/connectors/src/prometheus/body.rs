@@ -1,5 +1,5 @@
 //! A 2xx answer body read chunk by chunk, whatever carries the chunks (an HTTP body for
-//! Clinic and Manus, WebDriver script answers from a browser page for Wetech): the total
+//! Clinic and Manus, script answers from a browser page for Wetech): the total
 //! bound, the streaming fold, and the first bytes kept for a failure's digest.
 
 use super::compact::Compaction;

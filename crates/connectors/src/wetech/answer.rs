@@ -1,5 +1,5 @@
 //! A query answer read from the Grafana page into evidence (or a discovery's answer): a 2xx body folded chunk by
-//! chunk as it crosses WebDriver (the same streaming compaction as Clinic's and Manus'),
+//! chunk as it leaves the page (the same streaming compaction as Clinic's and Manus'),
 //! any other status read whole, and an `/api/ds/query`-style error frame read as the
 //! rejection it carries.
 

@@ -266,14 +266,14 @@ async fn read_answers(mut stream: SplitStream<Socket>, shared: Shared) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use tokio::net::TcpListener;
 
     const LIMIT: Duration = Duration::from_secs(5);
 
     /// A client connected to a loopback WebSocket peer that `peer` plays.
-    async fn connected<F, Fut>(peer: F) -> Cdp
+    pub(in crate::wetech) async fn connected<F, Fut>(peer: F) -> Cdp
     where
         F: FnOnce(WebSocketStream<TcpStream>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send,
@@ -290,7 +290,8 @@ mod tests {
         Cdp::over(socket)
     }
 
-    async fn received(peer: &mut WebSocketStream<TcpStream>) -> Value {
+    /// The next text message the peer received, parsed.
+    pub(in crate::wetech) async fn received(peer: &mut WebSocketStream<TcpStream>) -> Value {
         loop {
             if let Message::Text(text) = peer.next().await.unwrap().unwrap() {
                 return serde_json::from_str(text.as_str()).unwrap();
@@ -298,7 +299,8 @@ mod tests {
         }
     }
 
-    async fn say(peer: &mut WebSocketStream<TcpStream>, message: Value) {
+    /// Sends `message` from the peer.
+    pub(in crate::wetech) async fn say(peer: &mut WebSocketStream<TcpStream>, message: Value) {
         peer.send(Message::text(message.to_string())).await.unwrap();
     }
 

@@ -227,3 +227,73 @@ fn text_at(value: &Value, path: &[&str]) -> Result<String, CommandFailure> {
             CommandFailure::Lost(format!("the browser's answer has no {}", path.join(".")))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::cdp::tests::{connected, received, say};
+    use super::super::script;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Plays the page's DevTools side: attaches, hands out a global object, and answers
+    /// the one script call with the message it received (returned by value).
+    async fn one_call(args: Vec<Value>) -> Value {
+        let cdp = connected(|mut peer| async move {
+            let attach = received(&mut peer).await;
+            say(
+                &mut peer,
+                json!({"id": attach["id"], "result": {"sessionId": "S"}}),
+            )
+            .await;
+            let global = received(&mut peer).await;
+            let object = json!({"result": {"objectId": "G"}});
+            say(&mut peer, json!({"id": global["id"], "result": object})).await;
+            let call = received(&mut peer).await;
+            let value = json!({"result": {"value": call.clone()}});
+            say(&mut peer, json!({"id": call["id"], "result": value})).await;
+            let _ = futures::StreamExt::next(&mut peer).await;
+        })
+        .await;
+        let page = PageSession::attach(&cdp, "T").await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        PageScripts::DevTools(&page)
+            .run_async(script::FETCH_OPEN, args, deadline)
+            .await
+            .unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Through DevTools as through WebDriver, a value reaches a page script only as
+        /// an argument: the function sent is the constant script's wrapper whatever the
+        /// values hold (quotes, backticks, template and comment openers, line ends).
+        #[test]
+        fn values_reach_devtools_scripts_only_as_arguments(
+            url in "[ -~]{1,60}",
+            body in "(\\PC|[`'\"$\\{}\n]){0,80}",
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let args = vec![json!(url), json!("POST"), json!(body)];
+            let sent = runtime.block_on(one_call(args.clone()));
+            prop_assert_eq!(&sent["method"], "Runtime.callFunctionOn");
+            prop_assert_eq!(&sent["sessionId"], "S");
+            let params = &sent["params"];
+            prop_assert_eq!(&params["objectId"], "G");
+            let function = params["functionDeclaration"].as_str().unwrap();
+            let expected = format!(
+                "function(...args) {{ return new Promise((done) => {{ \
+                 (function() {{ {} }}).apply(this, [...args, done]); }}); }}",
+                script::FETCH_OPEN
+            );
+            prop_assert_eq!(function, expected.as_str());
+            let carried: Vec<Value> = params["arguments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["value"].clone())
+                .collect();
+            prop_assert_eq!(carried, args);
+        }
+    }
+}

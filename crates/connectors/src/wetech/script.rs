@@ -1,6 +1,7 @@
 //! The scripts the connector runs in the page. They are constants: every value (URL,
-//! body, storage entries, limits, read handles) reaches them as a WebDriver script
-//! argument, never spliced into script text.
+//! body, storage entries, limits, read handles) reaches them as a script argument
+//! (WebDriver's, or `Runtime.callFunctionOn`'s through the page's DevTools session, see
+//! `page_scripts.rs`), never spliced into script text.
 //!
 //! A `fetch` from the page is read in three kinds of call: [`FETCH_OPEN`] sends the
 //! request and keeps the body's reader in the page (in a `Map` of open reads on
