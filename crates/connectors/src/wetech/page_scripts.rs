@@ -19,8 +19,11 @@ use tokio::time::Instant;
 use super::browser::CommandFailure;
 use super::cdp::{Cdp, CdpError, Pending};
 
-/// The longest attaching to the page, or leaving it, may take.
+/// The longest attaching to the page may take.
 const ATTACH_LIMIT: Duration = Duration::from_secs(5);
+
+/// The longest sending the command that leaves the page may take.
+const DETACH_SEND_LIMIT: Duration = Duration::from_millis(200);
 
 /// A DevTools session attached to one page, with a handle on its global object. It is
 /// bound to the document loaded when it was attached: a navigation after that ends
@@ -62,17 +65,17 @@ impl<'c> PageSession<'c> {
         })
     }
 
-    /// Leaves the page: the session detached (which releases the handle). Best effort:
-    /// a page or a browser gone has left already.
+    /// Leaves the page: the session detached (which releases the handle). The command
+    /// is sent, its answer not waited for, so that a call's answer never waits on it; a
+    /// session left attached ends with its page (the call's context is disposed of, or
+    /// the one-shot browser ended, next).
     pub(crate) async fn detach(self) {
-        let _ = self
-            .cdp
-            .send(
-                "Target.detachFromTarget",
-                json!({"sessionId": self.session}),
-                ATTACH_LIMIT,
-            )
-            .await;
+        let detach = self.cdp.start(
+            None,
+            "Target.detachFromTarget",
+            json!({"sessionId": self.session}),
+        );
+        let _ = tokio::time::timeout(DETACH_SEND_LIMIT, detach).await;
     }
 
     /// Starts `function` (a JavaScript function declaration) with `args` on the page's
