@@ -581,6 +581,35 @@ async fn bodies_arrive_in_chunks_and_every_early_end_cleans_up() {
     assert_failure(&result, "grafana_timeout", FailureClass::Timeout);
     assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
     cleaned_up("a body still arriving at the time limit").await;
+
+    // The page's renderer crashes while the body is being read (64 MiB at 64 KiB every
+    // 50 ms, under a 20 s time limit): the call sees the browser lost at once, not at
+    // its time limit.
+    env.grafana.faults().set_fault(Fault::SlowBody {
+        bytes: 64 << 20,
+        chunk_delay: Duration::from_millis(50),
+    });
+    let limited = config.clone().with_limits(ResponseLimits {
+        timeout: Duration::from_secs(20),
+        ..ResponseLimits::default()
+    });
+    let asked = env.grafana.requests().len();
+    let started = Instant::now();
+    let crash = async {
+        while env.grafana.requests().len() == asked {
+            assert!(started.elapsed() < Duration::from_secs(15), "no query came");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        driver.kill_renderers()
+    };
+    let (result, crashed) = tokio::join!(connector.call(&request, &limited, &secrets), crash);
+    let result = result.unwrap();
+    let elapsed = started.elapsed();
+    assert!(crashed > 0, "no renderer to crash");
+    assert_failure(&result, "wetech_browser_lost", FailureClass::BrowserRuntime);
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    cleaned_up("a renderer crashed mid-read").await;
     env.grafana.faults().clear();
     drop(driver);
     drop(slot);

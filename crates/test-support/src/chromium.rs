@@ -253,6 +253,33 @@ impl ChromeDriver {
     }
 }
 
+/// The flag of a Chromium renderer process.
+const TYPE_RENDERER: &[u8] = b"--type=renderer";
+
+impl ChromeDriver {
+    /// Kills every renderer process (`--type=renderer`) of the browsers the driver
+    /// started, leaving the browser processes running (a page's renderer crashing);
+    /// answers how many there were.
+    pub fn kill_renderers(&self) -> usize {
+        let Some(driver) = self.pid() else {
+            return 0;
+        };
+        let renderers: Vec<u32> = descendants(driver)
+            .into_iter()
+            .filter(|pid| {
+                // Chromium rewrites its helpers' command lines into one string, so the
+                // flag is looked for as text, not as an argument of its own.
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
+                    line.windows(TYPE_RENDERER.len())
+                        .any(|w| w == TYPE_RENDERER)
+                })
+            })
+            .collect();
+        kill_all(&renderers);
+        renderers.len()
+    }
+}
+
 impl Spawned for ChromeDriver {
     fn log_path(&self) -> PathBuf {
         ChromeDriver::log_path(self)

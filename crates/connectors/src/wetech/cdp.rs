@@ -3,7 +3,10 @@
 //! `debuggerAddress` ChromeDriver reports), commands answered by id. A task reads the
 //! connection and hands each answer to the command waiting for it, so several commands
 //! may be in flight at once (a page read asks for its next chunk while the last one
-//! crosses); events are not subscribed to and are dropped.
+//! crosses). Events are dropped, but for two that end a page's session: its page
+//! crashed (`Inspector.targetCrashed`, once `Inspector.enable` was sent in the session)
+//! or the session ended (`Target.detachedFromTarget`); the commands waiting in that
+//! session then learn that the page is lost, instead of waiting out their limit.
 //!
 //! The warm browser needs it for what a page's DevTools session may not do:
 //! ChromeDriver's `goog/cdp/execute` runs on the current page's session, where
@@ -44,14 +47,20 @@ pub(crate) enum CdpError {
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// What the browser answered a command: its `result`, or its `error`'s message.
-type Answered = Result<Value, String>;
+/// A command waiting for its answer.
+#[derive(Debug)]
+struct Waiter {
+    tell: oneshot::Sender<Result<Value, CdpError>>,
+    method: &'static str,
+    /// The page session it was sent in, if any.
+    session: Option<String>,
+}
 
 /// The commands waiting for their answers, by id.
 #[derive(Debug, Default)]
 struct Waiting {
     next: u64,
-    answers: HashMap<u64, oneshot::Sender<Answered>>,
+    answers: HashMap<u64, Waiter>,
     /// Why the connection ended, once it has: no command waits after that.
     ended: Option<String>,
 }
@@ -82,7 +91,7 @@ impl Drop for Cdp {
 pub(crate) struct Pending {
     id: u64,
     method: &'static str,
-    answer: oneshot::Receiver<Answered>,
+    answer: oneshot::Receiver<Result<Value, CdpError>>,
     waiting: Shared,
 }
 
@@ -103,11 +112,7 @@ impl Pending {
                     .clone()
                     .unwrap_or_else(|| "the connection closed".to_owned()),
             )),
-            Ok(Ok(Ok(result))) => Ok(result),
-            Ok(Ok(Err(message))) => Err(CdpError::Refused {
-                method: self.method,
-                message,
-            }),
+            Ok(Ok(answered)) => answered,
         }
     }
 }
@@ -203,7 +208,15 @@ impl Cdp {
             }
             waiting.next += 1;
             let id = waiting.next;
-            waiting.answers.insert(id, tell);
+            let session = session.map(str::to_owned);
+            waiting.answers.insert(
+                id,
+                Waiter {
+                    tell,
+                    method,
+                    session,
+                },
+            );
             id
         };
         // From here the entry is removed with the pending command, whatever happens.
@@ -241,28 +254,63 @@ async fn read_answers(mut stream: SplitStream<Socket>, shared: Shared) {
             continue;
         };
         let Some(id) = message.get("id").and_then(Value::as_u64) else {
+            if let Some((session, why)) = session_ended(&message) {
+                let ended: Vec<Waiter> = {
+                    let mut state = waiting(&shared);
+                    let ids: Vec<u64> = state
+                        .answers
+                        .iter()
+                        .filter(|(_, w)| w.session.as_deref() == Some(session))
+                        .map(|(id, _)| *id)
+                        .collect();
+                    ids.iter()
+                        .filter_map(|id| state.answers.remove(id))
+                        .collect()
+                };
+                for waiter in ended {
+                    let _ = waiter.tell.send(Err(CdpError::Lost(why.to_owned())));
+                }
+            }
+            continue;
+        };
+        let Some(waiter) = waiting(&shared).answers.remove(&id) else {
             continue;
         };
         let answered = match message.get("error") {
-            Some(error) => Err(error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error")
-                .to_owned()),
+            Some(error) => Err(CdpError::Refused {
+                method: waiter.method,
+                message: error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error")
+                    .to_owned(),
+            }),
             None => Ok(message
                 .get_mut("result")
                 .map(Value::take)
                 .unwrap_or(Value::Null)),
         };
-        let tell = waiting(&shared).answers.remove(&id);
-        if let Some(tell) = tell {
-            let _ = tell.send(answered);
-        }
+        let _ = waiter.tell.send(answered);
     };
     let mut state = waiting(&shared);
     state.ended = Some(why);
     // Dropping the senders wakes every waiting command.
     state.answers.clear();
+}
+
+/// The page session an event ends, and why: its page crashed, or it was detached.
+fn session_ended(event: &Value) -> Option<(&str, &'static str)> {
+    match event.get("method").and_then(Value::as_str)? {
+        "Inspector.targetCrashed" => Some((
+            event.get("sessionId").and_then(Value::as_str)?,
+            "the page crashed",
+        )),
+        "Target.detachedFromTarget" => Some((
+            event.pointer("/params/sessionId").and_then(Value::as_str)?,
+            "the page's DevTools session ended",
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -371,6 +419,52 @@ pub(super) mod tests {
         assert!(waiting(&cdp.waiting).answers.is_empty());
         let next = cdp.send("Next.one", json!({}), LIMIT).await.unwrap();
         assert_eq!(next, json!({"next": true}));
+    }
+
+    #[tokio::test]
+    async fn a_crashed_or_detached_page_ends_the_commands_of_its_session_only() {
+        let cdp = connected(|mut peer| async move {
+            let mut asked = Vec::new();
+            for _ in 0..3 {
+                asked.push(received(&mut peer).await);
+            }
+            say(
+                &mut peer,
+                json!({"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S1"}),
+            )
+            .await;
+            let detached =
+                json!({"method": "Target.detachedFromTarget", "params": {"sessionId": "S2"}});
+            say(&mut peer, detached).await;
+            say(
+                &mut peer,
+                json!({"id": asked[2]["id"], "result": {"fine": true}}),
+            )
+            .await;
+            let _ = peer.next().await;
+        })
+        .await;
+        let crashed = cdp
+            .start(Some("S1"), "Runtime.callFunctionOn", json!({}))
+            .await
+            .unwrap();
+        let detached = cdp
+            .start(Some("S2"), "Runtime.callFunctionOn", json!({}))
+            .await
+            .unwrap();
+        let other = cdp
+            .start(Some("S3"), "Runtime.callFunctionOn", json!({}))
+            .await
+            .unwrap();
+        match crashed.answer(LIMIT).await {
+            Err(CdpError::Lost(why)) => assert_eq!(why, "the page crashed"),
+            other => panic!("expected the page lost, got {other:?}"),
+        }
+        assert!(matches!(
+            detached.answer(LIMIT).await,
+            Err(CdpError::Lost(_))
+        ));
+        assert_eq!(other.answer(LIMIT).await.unwrap(), json!({"fine": true}));
     }
 
     #[tokio::test]

@@ -58,6 +58,10 @@ impl<'c> PageSession<'c> {
             .await
             .map_err(|e| failure(&e))?;
         let global = text_at(&global, &["result", "objectId"])?;
+        // So that a crash of the page ends the commands waiting in the session.
+        cdp.send_in(Some(&session), "Inspector.enable", json!({}), ATTACH_LIMIT)
+            .await
+            .map_err(|e| failure(&e))?;
         Ok(PageSession {
             cdp,
             session,
@@ -251,6 +255,8 @@ mod tests {
             let global = received(&mut peer).await;
             let object = json!({"result": {"objectId": "G"}});
             say(&mut peer, json!({"id": global["id"], "result": object})).await;
+            let enable = received(&mut peer).await;
+            say(&mut peer, json!({"id": enable["id"], "result": {}})).await;
             let call = received(&mut peer).await;
             let value = json!({"result": {"value": call.clone()}});
             say(&mut peer, json!({"id": call["id"], "result": value})).await;
