@@ -142,8 +142,7 @@ impl HttpServer {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        let _killed = self.child.kill();
-        let _reaped = self.child.wait();
+        super::stop::stop(&mut self.child);
     }
 }
 

@@ -17,6 +17,7 @@ mod providers;
 pub mod raw;
 mod sdk;
 mod sessions;
+mod stop;
 mod wire;
 #[allow(unused_imports)]
 pub use http_server::{HttpServer, deliver_to};

@@ -95,7 +95,6 @@ impl Wire {
 
 impl Drop for Wire {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::stop::stop(&mut self.child);
     }
 }
