@@ -155,11 +155,7 @@ impl ChromeDriver {
     /// Finds `chromedriver` and `chromium` (failing with the install command when either
     /// is missing), starts the driver and waits until `/status` reports ready.
     pub async fn start(_slot: &BrowserSlot) -> Result<Self, TestSupportError> {
-        let program = find_program(
-            "chromedriver",
-            &["/usr/bin", "/usr/lib/chromium"],
-            CHROMIUM_INSTALL,
-        )?;
+        let program = chromedriver_program()?;
         let chromium = Chromium::find()?;
         start_on_free_port("chromedriver", &["bind", "in use"], || {
             let dir = tempfile::Builder::new()
@@ -251,6 +247,16 @@ impl ChromeDriver {
             kill_all(&browsers);
         }
     }
+}
+
+/// Where `chromedriver` is (on `PATH`, then `/usr/bin` and `/usr/lib/chromium`), or the
+/// command that installs it.
+pub fn chromedriver_program() -> Result<PathBuf, TestSupportError> {
+    find_program(
+        "chromedriver",
+        &["/usr/bin", "/usr/lib/chromium"],
+        CHROMIUM_INSTALL,
+    )
 }
 
 /// The flag of a Chromium renderer process.

@@ -22,7 +22,7 @@ mod terminal;
 
 pub use chromium::{
     BrowserSlot, CHROMIUM_LAUNCH_ARGS, ChromeDriver, Chromium, chromedriver_process_count,
-    chromium_process_count, wait_for_chromium_count,
+    chromedriver_program, chromium_process_count, wait_for_chromium_count,
 };
 pub use clinic::ClinicFront;
 pub use error::TestSupportError;

@@ -252,11 +252,8 @@ async fn the_python_sdk_lists_and_calls_each_package_server_over_three_protocol_
         "WETECH_CHROMIUM",
         Chromium::find().unwrap().path().display().to_string(),
     ));
-    let chromedriver = ["/usr/bin/chromedriver", "/usr/local/bin/chromedriver"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .unwrap_or_else(|| panic!("chromedriver not found: apt-get install -y chromium-driver"));
-    wetech_env.push(("WETECH_CHROMEDRIVER", chromedriver.to_owned()));
+    let chromedriver = test_support::chromedriver_program().unwrap_or_else(|e| panic!("{e}"));
+    wetech_env.push(("WETECH_CHROMEDRIVER", chromedriver.display().to_string()));
 
     let clinic_tool = "managed_auto_oncall_clinic";
     let manus_tool = "managed_auto_oncall_manus";

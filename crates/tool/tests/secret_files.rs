@@ -339,10 +339,10 @@ async fn wetech_reads_its_storage_state_from_a_file_and_its_browser_inherits_not
     );
     let records = deployed.dir.path().join("environs");
     std::fs::create_dir_all(&records).unwrap();
-    let driver = ["/usr/bin/chromedriver", "/usr/local/bin/chromedriver"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .unwrap_or_else(|| panic!("chromedriver not found: apt-get install -y chromium-driver"));
+    let driver = test_support::chromedriver_program()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .display()
+        .to_string();
     let recorder = secret_file(
         deployed.dir.path(),
         "chromedriver-recorder",

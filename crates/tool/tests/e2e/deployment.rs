@@ -247,12 +247,10 @@ impl Deployment {
             ("MANUS_REF_KEYS", ref_keys),
             ("WETECH_STORAGE_STATE", storage_state),
         ];
-        let chromedriver = ["/usr/bin/chromedriver", "/usr/local/bin/chromedriver"]
-            .into_iter()
-            .find(|p| Path::new(p).is_file())
-            .unwrap_or_else(|| {
-                panic!("chromedriver not found: apt-get install -y chromium-driver")
-            });
+        let chromedriver = test_support::chromedriver_program()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .display()
+            .to_string();
         let chromium = Chromium::find().unwrap_or_else(|e| panic!("{e}"));
 
         let dir = tempfile::tempdir().unwrap();
@@ -292,7 +290,7 @@ impl Deployment {
                 vec![
                     ("WETECH_GRAFANA_URL", grafana.base_url()),
                     ("WETECH_CHROMIUM", chromium.path().display().to_string()),
-                    ("WETECH_CHROMEDRIVER", chromedriver.to_owned()),
+                    ("WETECH_CHROMEDRIVER", chromedriver.clone()),
                 ],
                 vec!["WETECH_STORAGE_STATE"],
             ),
