@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use fantoccini::Client;
+use fantoccini::error::CmdError;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -176,11 +177,7 @@ impl PageScripts<'_> {
     ) -> Result<Value, CommandFailure> {
         match self {
             PageScripts::WebDriver(client) => {
-                let run = client.execute_async(script, args);
-                match tokio::time::timeout_at(deadline, run).await {
-                    Ok(outcome) => outcome.map_err(|e| CommandFailure::of(&e)),
-                    Err(_) => Err(late()),
-                }
+                webdriver_by(deadline, client.execute_async(script, args)).await
             }
             PageScripts::DevTools(page) => {
                 let started = page.start_async(script, args, deadline).await?;
@@ -196,20 +193,28 @@ impl PageScripts<'_> {
         args: Vec<Value>,
         limit: Duration,
     ) -> Result<Value, CommandFailure> {
+        let deadline = Instant::now() + limit;
         match self {
             PageScripts::WebDriver(client) => {
-                match tokio::time::timeout(limit, client.execute(script, args)).await {
-                    Ok(outcome) => outcome.map_err(|e| CommandFailure::of(&e)),
-                    Err(_) => Err(late()),
-                }
+                webdriver_by(deadline, client.execute(script, args)).await
             }
             PageScripts::DevTools(page) => {
-                let deadline = Instant::now() + limit;
                 let function = format!("function() {{ {script} }}");
                 let started = page.start(&function, args, deadline).await?;
                 started.value(deadline).await
             }
         }
+    }
+}
+
+/// A WebDriver command's outcome, by `deadline`.
+async fn webdriver_by(
+    deadline: Instant,
+    command: impl Future<Output = Result<Value, CmdError>>,
+) -> Result<Value, CommandFailure> {
+    match tokio::time::timeout_at(deadline, command).await {
+        Ok(outcome) => outcome.map_err(|e| CommandFailure::of(&e)),
+        Err(_) => Err(late()),
     }
 }
 
